@@ -1,0 +1,62 @@
+# The two commands: `make demo` runs the portal, `make test` runs every gate and test.
+# Everything else here is a step those two call; each is idempotent.
+SHELL := /bin/bash
+.ONESHELL:
+.SHELLFLAGS := -eu -o pipefail -c
+PY ?= python3.11
+VENV := .venv
+BIN := $(VENV)/bin
+export PATH := $(CURDIR)/$(BIN):$(PATH)
+
+.PHONY: demo test venv system-deps services-up services-down lint typecheck layers pytest bench \
+        cluster-build cluster-up cluster-down proto gpu-check lock
+
+include plugin/plugin.mk
+include deploy/localcluster/cluster.mk
+
+$(BIN)/python:
+	$(PY) -m venv $(VENV)
+	$(BIN)/python -m pip install -q uv==0.13.8
+
+# Reinstalls only when the lock changes.
+$(VENV)/.synced: requirements.lock | $(BIN)/python
+	VIRTUAL_ENV=$(VENV) $(BIN)/uv pip sync -q requirements.lock
+	VIRTUAL_ENV=$(VENV) $(BIN)/uv pip install -q --no-deps -e .
+	touch $@
+
+venv: $(VENV)/.synced
+
+lock:
+	uv pip compile -q pyproject.toml --extra dev --python-version 3.11 -o requirements.lock
+
+system-deps:
+	bash deploy/setup/system-deps.sh
+
+services-up: system-deps
+	bash deploy/setup/services.sh up
+
+services-down:
+	bash deploy/setup/services.sh down
+
+lint: venv proto
+	$(BIN)/ruff check .
+	$(BIN)/ruff format --check .
+
+typecheck: venv proto
+	$(BIN)/mypy .
+
+layers: venv
+	$(BIN)/lint-imports
+
+pytest: venv proto system-deps cluster-build
+	source deploy/setup/services.sh env
+	bash deploy/setup/services.sh up
+	$(BIN)/python -m pytest $(PYTEST_ARGS)
+
+test: lint typecheck layers pytest
+
+demo: venv proto cluster-build
+	$(BIN)/python manage.py demo
+
+bench: venv proto cluster-build
+	$(BIN)/python -m bench --profile ci

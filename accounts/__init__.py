@@ -1,0 +1,1 @@
+"""Users, projects (tenants), memberships, quotas, API tokens and the audit log."""

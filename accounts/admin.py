@@ -1,0 +1,169 @@
+"""The operator's admin for accounts: every model, audited changes, a read-only audit log with CSV."""
+
+from __future__ import annotations
+
+import csv
+from typing import Any
+
+from django.contrib import admin
+from django.contrib.auth.admin import UserAdmin
+from django.db.models import Model, QuerySet
+from django.http import HttpRequest, HttpResponse
+from django.utils import timezone
+
+from accounts.audit import audit_record, snapshot
+from accounts.models import ApiToken, AuditLog, GpuTypeLimit, Membership, Project, Quota, User, UserCap
+
+
+class AuditedAdmin(admin.ModelAdmin):  # type: ignore[type-arg]
+    """Every admin save and delete lands in the audit log with before/after."""
+
+    audit_exclude: tuple[str, ...] = ("password", "digest")
+
+    def save_model(self, request: HttpRequest, obj: Any, form: Any, change: bool) -> None:
+        before = snapshot(type(obj).objects.filter(pk=obj.pk).first(), exclude=self.audit_exclude) if change else None
+        super().save_model(request, obj, form, change)
+        actor = request.user if isinstance(request.user, User) else None
+        audit_record(actor=actor, action=f"admin.{'change' if change else 'add'}", obj=obj,
+                     project=getattr(obj, "project", None) if not isinstance(obj, Project) else obj,
+                     before=before, after=snapshot(obj, exclude=self.audit_exclude), request=request)
+
+    def delete_model(self, request: HttpRequest, obj: Any) -> None:
+        actor = request.user if isinstance(request.user, User) else None
+        audit_record(actor=actor, action="admin.delete", obj=obj, before=snapshot(obj, exclude=self.audit_exclude),
+                     request=request)
+        super().delete_model(request, obj)
+
+    def delete_queryset(self, request: HttpRequest, queryset: QuerySet[Any]) -> None:
+        for obj in queryset:
+            self.delete_model(request, obj)
+
+
+@admin.register(User)
+class PortalUserAdmin(AuditedAdmin, UserAdmin):  # type: ignore[misc]
+    list_display = ("email", "username", "is_staff", "is_active", "last_login", "date_joined")
+    list_filter = ("is_staff", "is_active", "memberships__project")
+    search_fields = ("email", "username", "first_name", "last_name")
+    ordering = ("email",)
+    fieldsets = (*UserAdmin.fieldsets, ("Portal", {"fields": ("notify_by_email",)}))  # type: ignore[misc]
+    add_fieldsets = ((None, {"fields": ("username", "email", "password1", "password2")}),)
+
+
+class QuotaInline(admin.StackedInline):  # type: ignore[type-arg]
+    model = Quota
+    can_delete = False
+
+
+class MembershipInline(admin.TabularInline):  # type: ignore[type-arg]
+    model = Membership
+    extra = 0
+    autocomplete_fields = ("user",)
+
+
+class UserCapInline(admin.TabularInline):  # type: ignore[type-arg]
+    model = UserCap
+    extra = 0
+    autocomplete_fields = ("user",)
+
+
+@admin.register(Project)
+class ProjectAdmin(AuditedAdmin):
+    list_display = ("slug", "name", "namespace", "quota_gpus", "member_count", "is_active", "created_at")
+    list_filter = ("is_active",)
+    search_fields = ("slug", "name")
+    inlines = (QuotaInline, MembershipInline, UserCapInline)
+
+    @admin.display(description="GPUs")
+    def quota_gpus(self, obj: Project) -> int:
+        return obj.quota.gpus if hasattr(obj, "quota") else 0
+
+    @admin.display(description="Members")
+    def member_count(self, obj: Project) -> int:
+        return obj.memberships.count()
+
+    def save_formset(self, request: HttpRequest, form: Any, formset: Any, change: bool) -> None:
+        super().save_formset(request, form, formset, change)
+        actor = request.user if isinstance(request.user, User) else None
+        for obj in formset.new_objects + [o for o, _ in formset.changed_objects]:
+            audit_record(actor=actor, action="admin.inline", obj=obj, project=form.instance,
+                         after=snapshot(obj), request=request)
+
+
+class GpuTypeLimitInline(admin.TabularInline):  # type: ignore[type-arg]
+    model = GpuTypeLimit
+    extra = 0
+
+
+@admin.register(Quota)
+class QuotaAdmin(AuditedAdmin):
+    list_display = ("project", "gpus", "mps_slices", "cpu_millicores", "memory_mib", "max_concurrent_jobs",
+                    "max_runtime_minutes")
+    search_fields = ("project__slug",)
+    inlines = (GpuTypeLimitInline,)
+
+
+@admin.register(Membership)
+class MembershipAdmin(AuditedAdmin):
+    list_display = ("project", "user", "role", "created_at")
+    list_filter = ("role", "project")
+    search_fields = ("project__slug", "user__email")
+    autocomplete_fields = ("user",)
+
+
+@admin.register(UserCap)
+class UserCapAdmin(AuditedAdmin):
+    list_display = ("project", "user", "gpus", "mps_slices", "max_concurrent_jobs")
+    list_filter = ("project",)
+    search_fields = ("project__slug", "user__email")
+
+
+@admin.register(ApiToken)
+class ApiTokenAdmin(AuditedAdmin):
+    list_display = ("prefix", "name", "user", "scopes", "created_at", "expires_at", "revoked_at", "last_used_at")
+    list_filter = ("revoked_at",)
+    search_fields = ("prefix", "name", "user__email")
+    readonly_fields = ("user", "prefix", "digest", "scopes", "created_at", "last_used_at", "last_used_ip")
+    actions = ("revoke",)
+
+    def has_add_permission(self, request: HttpRequest) -> bool:
+        return False  # tokens are created by their owners, who see the secret once
+
+    @admin.action(description="Revoke selected tokens")
+    def revoke(self, request: HttpRequest, queryset: QuerySet[ApiToken]) -> None:
+        actor = request.user if isinstance(request.user, User) else None
+        for token in queryset.filter(revoked_at__isnull=True):
+            token.revoked_at = timezone.now()
+            token.save(update_fields=["revoked_at"])
+            audit_record(actor=actor, action="token.revoke", obj=token, request=request)
+
+
+AUDIT_COLUMNS = ("created_at", "actor_repr", "action", "object_type", "object_id", "object_repr", "project",
+                 "ip", "before", "after")
+
+
+@admin.register(AuditLog)
+class AuditLogAdmin(admin.ModelAdmin):  # type: ignore[type-arg]
+    list_display = ("created_at", "actor_repr", "action", "object_type", "object_repr", "project", "ip")
+    list_filter = ("action", "object_type", "project", ("created_at", admin.DateFieldListFilter))
+    search_fields = ("actor_repr", "action", "object_repr", "object_id", "ip")
+    date_hierarchy = "created_at"
+    actions = ("export_csv",)
+
+    def has_add_permission(self, request: HttpRequest) -> bool:
+        return False
+
+    def has_change_permission(self, request: HttpRequest, obj: Model | None = None) -> bool:
+        return False
+
+    def has_delete_permission(self, request: HttpRequest, obj: Model | None = None) -> bool:
+        return False
+
+    @admin.action(description="Export selected rows as CSV")
+    def export_csv(self, request: HttpRequest, queryset: QuerySet[AuditLog]) -> HttpResponse:
+        response = HttpResponse(content_type="text/csv")
+        response["Content-Disposition"] = 'attachment; filename="audit-log.csv"'
+        writer = csv.writer(response)
+        writer.writerow(AUDIT_COLUMNS)
+        for row in queryset.select_related("project").order_by("created_at"):
+            writer.writerow([getattr(row, name) for name in AUDIT_COLUMNS])
+        return response

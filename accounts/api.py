@@ -1,0 +1,174 @@
+"""REST API for accounts: me, my projects, their memberships, my tokens."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from django.shortcuts import get_object_or_404
+from drf_spectacular.utils import extend_schema
+from rest_framework import mixins, serializers, status, viewsets
+from rest_framework.generics import GenericAPIView
+from rest_framework.request import Request
+from rest_framework.response import Response
+from rest_framework.throttling import ScopedRateThrottle
+
+from accounts import selectors, services
+from accounts.choices import Role, TokenScope
+from accounts.models import ApiToken, Membership, Project, Quota, User
+
+
+def request_user(request: Request) -> User:
+    user = request.user
+    assert isinstance(user, User)  # noqa: S101 - permission classes guarantee an authenticated User
+    return user
+
+
+class QuotaSerializer(serializers.ModelSerializer[Quota]):
+    class Meta:
+        model = Quota
+        fields = ["gpus", "mps_slices", "cpu_millicores", "memory_mib", "max_concurrent_jobs",
+                  "max_runtime_minutes"]
+        read_only_fields = fields
+
+
+class ProjectSerializer(serializers.ModelSerializer[Project]):
+    quota = QuotaSerializer(read_only=True)
+    namespace = serializers.CharField(read_only=True)
+    my_role = serializers.SerializerMethodField()
+
+    class Meta:
+        model = Project
+        fields = ["slug", "name", "description", "namespace", "quota", "my_role", "created_at"]
+        read_only_fields = fields
+
+    def get_my_role(self, project: Project) -> str | None:
+        role = selectors.project_role(user=self.context["request"].user, project=project)
+        return role.value if role else None
+
+
+class MeSerializer(serializers.ModelSerializer[User]):
+    class Meta:
+        model = User
+        fields = ["id", "username", "email", "first_name", "last_name", "is_staff", "notify_by_email"]
+        read_only_fields = fields
+
+
+class MembershipSerializer(serializers.ModelSerializer[Membership]):
+    email = serializers.EmailField(source="user.email", read_only=True)
+
+    class Meta:
+        model = Membership
+        fields = ["id", "email", "role", "created_at"]
+        read_only_fields = ["id", "email", "created_at"]
+
+
+class MembershipCreateSerializer(serializers.Serializer[Any]):
+    email = serializers.EmailField()
+    role = serializers.ChoiceField(choices=Role.choices, default=Role.MEMBER)
+
+
+class TokenSerializer(serializers.ModelSerializer[ApiToken]):
+    class Meta:
+        model = ApiToken
+        fields = ["id", "name", "prefix", "scopes", "created_at", "expires_at", "revoked_at",
+                  "last_used_at", "last_used_ip"]
+        read_only_fields = fields
+
+
+class TokenCreateSerializer(serializers.Serializer[Any]):
+    name = serializers.CharField(max_length=80)
+    scopes = serializers.ListField(child=serializers.ChoiceField(choices=TokenScope.choices), min_length=1)
+    expires_at = serializers.DateTimeField(required=False, allow_null=True)
+
+
+class TokenCreatedSerializer(TokenSerializer):
+    secret = serializers.CharField(read_only=True, help_text="Shown once; store it now.")
+
+    class Meta(TokenSerializer.Meta):
+        fields = [*TokenSerializer.Meta.fields, "secret"]
+        read_only_fields = fields
+
+
+class MeView(GenericAPIView[User]):
+    serializer_class = MeSerializer
+
+    def get(self, request: Request) -> Response:
+        return Response(MeSerializer(request_user(request)).data)
+
+
+class ProjectViewSet(viewsets.ReadOnlyModelViewSet[Project]):
+    serializer_class = ProjectSerializer
+    lookup_field = "slug"
+    lookup_value_regex = "[a-z0-9-]+"
+
+    def get_queryset(self) -> Any:
+        return selectors.project_list(user=request_user(self.request))
+
+
+class MembershipViewSet(
+    mixins.ListModelMixin, mixins.RetrieveModelMixin, mixins.DestroyModelMixin, viewsets.GenericViewSet[Membership]
+):
+    serializer_class = MembershipSerializer
+    write_scope = TokenScope.ADMIN
+
+    def project(self) -> Project:
+        return selectors.project_get(user=request_user(self.request), slug=self.kwargs["project_slug"])
+
+    def get_queryset(self) -> Any:
+        return selectors.membership_list(project=self.project())
+
+    @extend_schema(request=MembershipCreateSerializer, responses={201: MembershipSerializer})
+    def create(self, request: Request, project_slug: str) -> Response:
+        data = MembershipCreateSerializer(data=request.data)
+        data.is_valid(raise_exception=True)
+        project = self.project()
+        user = User.objects.filter(email__iexact=data.validated_data["email"], is_active=True).first()
+        if user is None:
+            raise serializers.ValidationError({"email": ["No active user has this email address."]})
+        membership = services.membership_add(actor=request_user(request), project=project, user=user,
+                                             role=Role(data.validated_data["role"]), request=request._request)
+        return Response(MembershipSerializer(membership).data, status=status.HTTP_201_CREATED)
+
+    def partial_update(self, request: Request, project_slug: str, pk: str) -> Response:
+        membership = self.get_object()
+        data = MembershipSerializer(membership, data=request.data, partial=True)
+        data.is_valid(raise_exception=True)
+        role = data.validated_data.get("role", membership.role)
+        services.membership_update(actor=request_user(request), membership=membership, role=Role(role),
+                                   request=request._request)
+        return Response(MembershipSerializer(membership).data)
+
+    def perform_destroy(self, instance: Membership) -> None:
+        services.membership_remove(actor=request_user(self.request), membership=instance,
+                                   request=self.request._request)
+
+
+class TokenViewSet(
+    mixins.ListModelMixin, mixins.RetrieveModelMixin, mixins.DestroyModelMixin, viewsets.GenericViewSet[ApiToken]
+):
+    serializer_class = TokenSerializer
+    write_scope = TokenScope.ADMIN
+    throttle_scope = "token_create"
+    throttle_classes = [ScopedRateThrottle]
+
+    def get_throttles(self) -> Any:
+        return super().get_throttles() if self.action == "create" else []
+
+    def get_queryset(self) -> Any:
+        return selectors.token_list(user=request_user(self.request))
+
+    @extend_schema(request=TokenCreateSerializer, responses={201: TokenCreatedSerializer})
+    def create(self, request: Request) -> Response:
+        data = TokenCreateSerializer(data=request.data)
+        data.is_valid(raise_exception=True)
+        token, secret = services.token_create(user=request_user(request), request=request._request,
+                                              name=data.validated_data["name"],
+                                              scopes=data.validated_data["scopes"],
+                                              expires_at=data.validated_data.get("expires_at"))
+        body = dict(TokenSerializer(token).data, secret=secret)
+        return Response(body, status=status.HTTP_201_CREATED)
+
+    def destroy(self, request: Request, pk: str) -> Response:
+        token = get_object_or_404(self.get_queryset(), pk=pk)
+        services.token_revoke(actor=request_user(request), token=token, request=request._request)
+        return Response(status=status.HTTP_204_NO_CONTENT)

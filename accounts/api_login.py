@@ -1,0 +1,65 @@
+"""Token issuance by password for the CLI (`gpuctl login`).
+
+It goes through allauth's authenticate, so it shares the login-failure rate limit with the web sign-in
+and the admin: the 6th wrong password for an account within 5 minutes is refused on every path.
+Users with MFA must also send a current TOTP code.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from allauth.account.adapter import get_adapter
+from allauth.mfa.models import Authenticator
+from allauth.mfa.totp.internal.auth import TOTP
+from django.core.exceptions import ValidationError
+from drf_spectacular.utils import extend_schema
+from rest_framework import exceptions, serializers, status
+from rest_framework.permissions import AllowAny
+from rest_framework.request import Request
+from rest_framework.response import Response
+from rest_framework.throttling import ScopedRateThrottle
+from rest_framework.views import APIView
+
+from accounts import services
+from accounts.api import TokenCreatedSerializer, TokenCreateSerializer, TokenSerializer
+from accounts.models import User
+
+
+class PasswordTokenSerializer(TokenCreateSerializer):
+    email = serializers.EmailField()
+    password = serializers.CharField(write_only=True, style={"input_type": "password"})
+    otp = serializers.CharField(required=False, allow_blank=True, max_length=12)
+
+
+def _check_otp(user: User, code: str) -> None:
+    totp = Authenticator.objects.filter(user=user, type=Authenticator.Type.TOTP).first()
+    if totp is None:
+        return
+    if not code or not TOTP(totp).validate_code(code):
+        raise exceptions.AuthenticationFailed("This account has two-factor authentication: send a current 'otp' code.")
+
+
+class PasswordTokenView(APIView):
+    authentication_classes: list[Any] = []
+    permission_classes = [AllowAny]
+    throttle_classes = [ScopedRateThrottle]
+    throttle_scope = "token_create"
+
+    @extend_schema(request=PasswordTokenSerializer, responses={201: TokenCreatedSerializer})
+    def post(self, request: Request) -> Response:
+        data = PasswordTokenSerializer(data=request.data)
+        data.is_valid(raise_exception=True)
+        values: dict[str, Any] = data.validated_data
+        try:
+            user = get_adapter(request._request).authenticate(
+                request._request, email=values["email"], password=values["password"]
+            )
+        except ValidationError as exc:  # allauth raises this when the rate limit is hit
+            raise exceptions.Throttled(detail=" ".join(exc.messages)) from exc
+        if not isinstance(user, User) or not user.is_active:
+            raise exceptions.AuthenticationFailed("Wrong email or password.")
+        _check_otp(user, values.get("otp", ""))
+        token, secret = services.token_create(user=user, name=values["name"], scopes=values["scopes"],
+                                              expires_at=values.get("expires_at"), request=request._request)
+        return Response(dict(TokenSerializer(token).data, secret=secret), status=status.HTTP_201_CREATED)

@@ -1,0 +1,164 @@
+"""Tenancy models. Fields, constraints and single-row computation only; writes live in services.py."""
+
+from __future__ import annotations
+
+import uuid
+from datetime import datetime
+
+from django.conf import settings
+from django.contrib.auth.models import AbstractUser
+from django.core.validators import MinValueValidator, RegexValidator
+from django.db import models
+from django.utils import timezone
+
+from accounts.choices import Role, TokenScope
+
+# A Kubernetes namespace name is a DNS-1123 label (<= 63 chars); the slug becomes "<prefix><slug>",
+# so it is kept to 40 characters to leave room for any prefix an operator configures.
+DNS_LABEL = RegexValidator(
+    r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$",
+    "Use lower-case letters, digits and '-', starting and ending with a letter or digit.",
+)
+
+
+class User(AbstractUser):
+    """A person. Staff are operators; everything else comes from project memberships."""
+
+    email = models.EmailField("email address", unique=True)
+    notify_by_email = models.BooleanField(default=True, help_text="Email me when my jobs start and end.")
+
+    def __str__(self) -> str:
+        return self.email or self.username
+
+
+class Project(models.Model):
+    """A tenant: one Kubernetes namespace, one quota, a set of members."""
+
+    uid = models.UUIDField(default=uuid.uuid4, unique=True, editable=False)
+    slug = models.CharField(max_length=40, unique=True, validators=[DNS_LABEL])
+    name = models.CharField(max_length=120)
+    description = models.TextField(blank=True)
+    is_active = models.BooleanField(default=True)
+    created_at = models.DateTimeField(default=timezone.now, editable=False)
+
+    class Meta:
+        ordering = ["slug"]
+
+    def __str__(self) -> str:
+        return self.slug
+
+    @property
+    def namespace(self) -> str:
+        return f"{settings.GPUPORTAL_NAMESPACE_PREFIX}{self.slug}"
+
+
+class Membership(models.Model):
+    """A user's role in one project."""
+
+    project = models.ForeignKey(Project, on_delete=models.CASCADE, related_name="memberships")
+    user = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="memberships")
+    role = models.CharField(max_length=16, choices=Role.choices, default=Role.MEMBER)
+    created_at = models.DateTimeField(default=timezone.now, editable=False)
+
+    class Meta:
+        constraints = [models.UniqueConstraint(fields=["project", "user"], name="one_membership_per_user")]
+        ordering = ["project", "user"]
+
+    def __str__(self) -> str:
+        return f"{self.user} in {self.project} ({self.role})"
+
+
+class Quota(models.Model):
+    """What a project may hold at once. Edited by operators only; managers cannot raise it."""
+
+    project = models.OneToOneField(Project, on_delete=models.CASCADE, related_name="quota")
+    gpus = models.PositiveIntegerField(default=0, help_text="Whole GPUs, any type.")
+    mps_slices = models.PositiveIntegerField(default=0, help_text="MPS slices (nvidia.com/gpu.shared).")
+    cpu_millicores = models.PositiveIntegerField(default=16000)
+    memory_mib = models.PositiveIntegerField(default=131072)
+    max_concurrent_jobs = models.PositiveIntegerField(default=10)
+    max_runtime_minutes = models.PositiveIntegerField(default=24 * 60, validators=[MinValueValidator(1)])
+
+    def __str__(self) -> str:
+        return f"quota of {self.project}"
+
+
+class GpuTypeLimit(models.Model):
+    """Per-GPU-type cap inside the project quota (e.g. at most 2 of the 8 GPUs may be RTX 5090)."""
+
+    quota = models.ForeignKey(Quota, on_delete=models.CASCADE, related_name="gpu_type_limits")
+    gpu_type = models.CharField(max_length=80, help_text="Node label nvidia.com/gpu.product")
+    gpus = models.PositiveIntegerField()
+
+    class Meta:
+        constraints = [models.UniqueConstraint(fields=["quota", "gpu_type"], name="one_limit_per_gpu_type")]
+
+    def __str__(self) -> str:
+        return f"{self.gpu_type}: {self.gpus}"
+
+
+class UserCap(models.Model):
+    """A per-user ceiling inside one project; blank means the project quota alone applies."""
+
+    project = models.ForeignKey(Project, on_delete=models.CASCADE, related_name="user_caps")
+    user = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="caps")
+    gpus = models.PositiveIntegerField(null=True, blank=True)
+    mps_slices = models.PositiveIntegerField(null=True, blank=True)
+    max_concurrent_jobs = models.PositiveIntegerField(null=True, blank=True)
+
+    class Meta:
+        constraints = [models.UniqueConstraint(fields=["project", "user"], name="one_cap_per_user")]
+
+    def __str__(self) -> str:
+        return f"cap of {self.user} in {self.project}"
+
+
+class ApiToken(models.Model):
+    """A personal token. Only a SHA-256 digest of the secret is stored; the secret is shown once."""
+
+    user = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="api_tokens")
+    name = models.CharField(max_length=80)
+    prefix = models.CharField(max_length=12, unique=True, help_text="Public part, shown in lists.")
+    digest = models.CharField(max_length=64, unique=True)
+    scopes = models.JSONField(default=list)
+    created_at = models.DateTimeField(default=timezone.now, editable=False)
+    expires_at = models.DateTimeField(null=True, blank=True)
+    revoked_at = models.DateTimeField(null=True, blank=True)
+    last_used_at = models.DateTimeField(null=True, blank=True)
+    last_used_ip = models.GenericIPAddressField(null=True, blank=True)
+
+    class Meta:
+        ordering = ["-created_at"]
+
+    def __str__(self) -> str:
+        return f"{self.name} ({self.prefix}…)"
+
+    def is_usable(self, now: datetime) -> bool:
+        return self.revoked_at is None and (self.expires_at is None or self.expires_at > now)
+
+    def has_scope(self, scope: TokenScope) -> bool:
+        return scope in self.scopes
+
+
+class AuditLog(models.Model):
+    """One state-changing action: who, what, on which object, before/after, from where, when."""
+
+    actor = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
+    )
+    actor_repr = models.CharField(max_length=200, blank=True)
+    action = models.CharField(max_length=80, db_index=True)
+    object_type = models.CharField(max_length=80, db_index=True)
+    object_id = models.CharField(max_length=64, blank=True)
+    object_repr = models.CharField(max_length=200, blank=True)
+    project = models.ForeignKey(Project, null=True, blank=True, on_delete=models.SET_NULL, related_name="+")
+    before = models.JSONField(null=True, blank=True)
+    after = models.JSONField(null=True, blank=True)
+    ip = models.GenericIPAddressField(null=True, blank=True)
+    created_at = models.DateTimeField(default=timezone.now, db_index=True, editable=False)
+
+    class Meta:
+        ordering = ["-created_at", "-id"]
+
+    def __str__(self) -> str:
+        return f"{self.created_at:%Y-%m-%d %H:%M:%S} {self.actor_repr} {self.action} {self.object_repr}"

@@ -1,0 +1,175 @@
+"""Writes for accounts: projects, memberships, quotas, tokens. Keyword-only, typed, audited."""
+
+from __future__ import annotations
+
+import hashlib
+import secrets
+from datetime import datetime, timedelta
+from typing import Any
+
+from django.core.exceptions import PermissionDenied, ValidationError
+from django.db import transaction
+from django.http import HttpRequest
+from django.utils import timezone
+
+from accounts.audit import audit_record, snapshot
+from accounts.choices import ROLES_THAT_MANAGE, Role, TokenScope
+from accounts.models import ApiToken, Membership, Project, Quota, User
+
+TOKEN_PREFIX = "gpt_"
+MAX_TOKEN_LIFETIME = timedelta(days=365)
+
+
+def project_create(
+    *, actor: User, slug: str, name: str, description: str = "", request: HttpRequest | None = None
+) -> Project:
+    """Operators create projects; the creator is not made a member (operators see all anyway)."""
+    if not actor.is_staff:
+        raise PermissionDenied("Only operators create projects.")
+    project = Project(slug=slug, name=name, description=description)
+    project.full_clean()
+    with transaction.atomic():
+        project.save()
+        Quota.objects.create(project=project)
+        audit_record(actor=actor, action="project.create", obj=project, project=project,
+                     after=snapshot(project), request=request)
+    return project
+
+
+def _require_manager(*, actor: User, project: Project) -> None:
+    if actor.is_staff:
+        return
+    role = Membership.objects.filter(project=project, user=actor).values_list("role", flat=True).first()
+    if role not in ROLES_THAT_MANAGE:
+        raise PermissionDenied("Only the project's managers manage its members.")
+
+
+def membership_add(
+    *, actor: User, project: Project, user: User, role: Role, request: HttpRequest | None = None
+) -> Membership:
+    _require_manager(actor=actor, project=project)
+    if Membership.objects.filter(project=project, user=user).exists():
+        raise ValidationError({"user": [f"{user} is already a member of {project}."]})
+    membership = Membership(project=project, user=user, role=role)
+    membership.full_clean()
+    membership.save()
+    audit_record(actor=actor, action="membership.add", obj=membership, project=project,
+                 after=snapshot(membership), request=request)
+    return membership
+
+
+def _guard_last_manager(membership: Membership) -> None:
+    others = Membership.objects.filter(project=membership.project, role=Role.MANAGER).exclude(pk=membership.pk)
+    if membership.role == Role.MANAGER and not others.exists():
+        raise ValidationError({"role": ["A project keeps at least one manager."]})
+
+
+def membership_update(
+    *, actor: User, membership: Membership, role: Role, request: HttpRequest | None = None
+) -> Membership:
+    _require_manager(actor=actor, project=membership.project)
+    if role != Role.MANAGER:
+        _guard_last_manager(membership)
+    before = snapshot(membership)
+    membership.role = role
+    membership.full_clean()
+    membership.save(update_fields=["role"])
+    audit_record(actor=actor, action="membership.update", obj=membership, project=membership.project,
+                 before=before, after=snapshot(membership), request=request)
+    return membership
+
+
+def membership_remove(*, actor: User, membership: Membership, request: HttpRequest | None = None) -> None:
+    _require_manager(actor=actor, project=membership.project)
+    _guard_last_manager(membership)
+    audit_record(actor=actor, action="membership.remove", obj=membership, project=membership.project,
+                 before=snapshot(membership), request=request)
+    membership.delete()
+
+
+QUOTA_FIELDS = ("gpus", "mps_slices", "cpu_millicores", "memory_mib", "max_concurrent_jobs", "max_runtime_minutes")
+
+
+def quota_update(
+    *, actor: User, quota: Quota, changes: dict[str, Any], request: HttpRequest | None = None
+) -> Quota:
+    """Only operators change quotas: a manager can never raise their own project's limits."""
+    if not actor.is_staff:
+        raise PermissionDenied("Only operators change quotas.")
+    unknown = set(changes) - set(QUOTA_FIELDS)
+    if unknown:
+        raise ValidationError({name: ["Not a quota field."] for name in sorted(unknown)})
+    before = snapshot(quota)
+    for name, value in changes.items():
+        setattr(quota, name, value)
+    quota.full_clean()
+    quota.save(update_fields=list(changes))
+    audit_record(actor=actor, action="quota.update", obj=quota, project=quota.project,
+                 before=before, after=snapshot(quota), request=request)
+    return quota
+
+
+def token_digest(secret: str) -> str:
+    # The secret has 256 bits of entropy, so a fast hash is safe; a slow KDF would only add latency.
+    return hashlib.sha256(secret.encode()).hexdigest()
+
+
+def token_create(
+    *,
+    user: User,
+    name: str,
+    scopes: list[str],
+    expires_at: datetime | None,
+    request: HttpRequest | None = None,
+) -> tuple[ApiToken, str]:
+    """Returns the token and its secret; the secret is never stored or shown again."""
+    errors: dict[str, list[str]] = {}
+    valid = set(TokenScope.values)
+    if not scopes or not set(scopes) <= valid:
+        errors["scopes"] = [f"Choose one or more of {', '.join(sorted(valid))}."]
+    now = timezone.now()
+    if expires_at is not None and not (now < expires_at <= now + MAX_TOKEN_LIFETIME):
+        errors["expires_at"] = ["Choose a time in the future, at most 365 days away."]
+    if not name.strip():
+        errors["name"] = ["Give the token a name, e.g. the machine or tool that uses it."]
+    if errors:
+        raise ValidationError(errors)
+    prefix = secrets.token_hex(4)
+    secret = f"{TOKEN_PREFIX}{prefix}_{secrets.token_urlsafe(32)}"
+    token = ApiToken(user=user, name=name.strip(), prefix=prefix, digest=token_digest(secret),
+                     scopes=sorted(set(scopes)), expires_at=expires_at or now + timedelta(days=90))
+    token.full_clean()
+    token.save()
+    audit_record(actor=user, action="token.create", obj=token, after=snapshot(token, exclude=("digest",)),
+                 request=request)
+    return token, secret
+
+
+def token_revoke(*, actor: User, token: ApiToken, request: HttpRequest | None = None) -> ApiToken:
+    if token.user_id != actor.pk and not actor.is_staff:
+        raise PermissionDenied("That token is not yours.")
+    if token.revoked_at is None:
+        token.revoked_at = timezone.now()
+        token.save(update_fields=["revoked_at"])
+        audit_record(actor=actor, action="token.revoke", obj=token, request=request)
+    return token
+
+
+def token_authenticate(*, secret: str, ip: str | None) -> ApiToken | None:
+    """The token for a presented secret, if it is valid now; records last use (at most once a minute)."""
+    token = ApiToken.objects.select_related("user").filter(digest=token_digest(secret)).first()
+    now = timezone.now()
+    if token is None or not token.is_usable(now) or not token.user.is_active:
+        return None
+    if token.last_used_at is None or now - token.last_used_at > timedelta(minutes=1):
+        ApiToken.objects.filter(pk=token.pk).update(last_used_at=now, last_used_ip=ip)
+    return token
+
+
+def user_set_notifications(*, user: User, enabled: bool, request: HttpRequest | None = None) -> User:
+    before = {"notify_by_email": user.notify_by_email}
+    user.notify_by_email = enabled
+    user.save(update_fields=["notify_by_email"])
+    audit_record(actor=user, action="user.notifications", obj=user, before=before,
+                 after={"notify_by_email": enabled}, request=request)
+    return user

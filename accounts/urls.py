@@ -1,0 +1,13 @@
+from django.urls import path
+
+from accounts import views
+
+app_name = "accounts"
+urlpatterns = [
+    path("projects/<slug:slug>/", views.project_detail, name="project"),
+    path("projects/<slug:slug>/members/", views.member_add, name="member-add"),
+    path("projects/<slug:slug>/members/<int:pk>/", views.member_change, name="member-change"),
+    path("tokens/", views.tokens, name="tokens"),
+    path("tokens/<int:pk>/revoke/", views.token_revoke, name="token-revoke"),
+    path("settings/", views.user_settings, name="settings"),
+]

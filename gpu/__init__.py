@@ -1,0 +1,1 @@
+"""Nodes, GPUs, their health and sharing mode, telemetry ingest and storage, live consumers."""

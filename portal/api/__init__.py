@@ -1,0 +1,1 @@
+"""Shared API plumbing: pagination and the one error body shape."""

@@ -1,0 +1,59 @@
+"""One error body for every API failure: {"error": {"status", "code", "message", "fields"}}.
+
+Service-layer Django exceptions (ValidationError, PermissionDenied) become 400/403 here, so views
+never translate them by hand and a client always finds the field messages in the same place.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from django.core.exceptions import PermissionDenied as DjangoPermissionDenied
+from django.core.exceptions import ValidationError as DjangoValidationError
+from django.http import Http404
+from rest_framework import exceptions
+from rest_framework.response import Response
+from rest_framework.views import exception_handler as drf_exception_handler
+
+
+def _from_django(exc: Exception) -> Exception:
+    if isinstance(exc, DjangoValidationError):
+        detail: Any = exc.message_dict if hasattr(exc, "error_dict") else {"non_field_errors": exc.messages}
+        return exceptions.ValidationError(detail)
+    if isinstance(exc, DjangoPermissionDenied):
+        return exceptions.PermissionDenied(str(exc) or None)
+    if isinstance(exc, Http404):
+        return exceptions.NotFound(str(exc) or None)
+    return exc
+
+
+def _message(detail: Any) -> str:
+    if isinstance(detail, dict):
+        first = next(iter(detail.items()), None)
+        if first is None:
+            return "Invalid input."
+        name, value = first
+        text = _message(value)
+        return text if name in ("non_field_errors", "detail") else f"{name}: {text}"
+    if isinstance(detail, list):
+        return _message(detail[0]) if detail else "Invalid input."
+    return str(detail)
+
+
+def exception_handler(exc: Exception, context: dict[str, Any]) -> Response | None:
+    exc = _from_django(exc)
+    response = drf_exception_handler(exc, context)
+    if response is None or not isinstance(exc, exceptions.APIException):
+        return response
+    detail = exc.detail
+    fields = detail if isinstance(detail, dict) else {}
+    body = {
+        "error": {
+            "status": response.status_code,
+            "code": exc.get_codes() if not isinstance(detail, (dict, list)) else "invalid",
+            "message": _message(detail),
+            "fields": fields,
+        }
+    }
+    response.data = body
+    return response

@@ -1,0 +1,19 @@
+"""Every API route under /api/v1/; the apps contribute their routers here."""
+
+from django.urls import path
+from rest_framework.routers import DefaultRouter
+
+from accounts.api import MembershipViewSet, MeView, ProjectViewSet, TokenViewSet
+from accounts.api_login import PasswordTokenView
+
+router = DefaultRouter(trailing_slash=True)
+router.include_root_view = False
+router.register("projects", ProjectViewSet, basename="project")
+router.register(r"projects/(?P<project_slug>[a-z0-9-]+)/members", MembershipViewSet, basename="membership")
+router.register("tokens", TokenViewSet, basename="token")
+
+urlpatterns = [
+    path("me/", MeView.as_view(), name="me"),
+    path("auth/token/", PasswordTokenView.as_view(), name="auth-token"),
+    *router.urls,
+]

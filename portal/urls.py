@@ -1,0 +1,23 @@
+from allauth.account.decorators import secure_admin_login
+from django.contrib import admin
+from django.urls import include, path
+from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerView
+
+from portal import views
+
+# The admin signs in through allauth, so its login shares the rate limits and the MFA step.
+admin.site.login = secure_admin_login(admin.site.login)  # type: ignore[method-assign]
+admin.site.site_header = "GPU portal operations"
+admin.site.site_title = "GPU portal admin"
+
+urlpatterns = [
+    path("", views.dashboard, name="home"),
+    path("", include(("portal.page_urls", "portal"), namespace="portal")),
+    path("admin/", admin.site.urls),
+    path("accounts/", include("allauth.urls")),
+    path("me/", include("accounts.urls")),
+    path("api/v1/", include("portal.api.urls")),
+    path("api/schema/", SpectacularAPIView.as_view(), name="schema"),
+    path("api/docs/", SpectacularSwaggerView.as_view(url_name="schema"), name="api-docs"),
+    path("healthz", views.healthz, name="healthz"),
+]

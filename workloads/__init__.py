@@ -1,0 +1,1 @@
+"""GPU jobs: state machine, admission, Kubernetes builders and reconcilers, logs, accounting."""
