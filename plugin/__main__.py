@@ -1,0 +1,75 @@
+"""`python -m plugin`: the kubelet device plugin daemon (nvidia.com/gpu and nvidia.com/gpu.shared)."""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import os
+import signal
+import sys
+from pathlib import Path
+
+from plugin import backend, mps, nvml
+from plugin.daemon import PluginConfig, PluginDaemon
+from plugin.podresources import DEFAULT_SOCKET
+from plugin.registration import DEFAULT_PLUGIN_DIR
+from plugin.server import OnGrant
+from plugin.simnvml import SimNvml
+
+
+def parse_args(argv: list[str] | None) -> argparse.Namespace:
+    env = os.environ.get
+    p = argparse.ArgumentParser(prog="python -m plugin", description=__doc__)
+    backend.add_arguments(p)
+    p.add_argument("--plugin-dir", type=Path, default=Path(env("GPU_PORTAL_PLUGIN_DIR", str(DEFAULT_PLUGIN_DIR))))
+    p.add_argument("--config-file", type=Path, default=env("GPU_PORTAL_SHARING_CONFIG"))
+    p.add_argument("--slices-per-gpu", type=int, default=int(env("GPU_PORTAL_SLICES_PER_GPU", "4")))
+    p.add_argument("--default-mode", choices=["exclusive", "shared"], default=env("GPU_PORTAL_DEFAULT_MODE", "exclusive"))
+    p.add_argument("--pod-resources-socket", type=Path, default=Path(env("GPU_PORTAL_POD_RESOURCES", str(DEFAULT_SOCKET))))
+    p.add_argument("--mps-root", type=Path, default=Path(env("GPU_PORTAL_MPS_ROOT", "/run/gpu-portal/mps")))
+    p.add_argument("--recovery-s", type=float, default=float(env("GPU_PORTAL_RECOVERY_S", "300")))
+    p.add_argument("--log-level", default=env("GPU_PORTAL_LOG_LEVEL", "INFO"))
+    return p.parse_args(argv)
+
+
+def _feedback(sim: SimNvml) -> OnGrant:
+    """Simulated utilisation follows what the kubelet hands out."""
+
+    def on_grant(fractions: dict[str, float]) -> None:
+        for uuid, fraction in fractions.items():
+            sim.note_allocation(uuid, fraction)
+
+    return on_grant
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parse_args(argv)
+    logging.basicConfig(level=args.log_level, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    try:
+        lib, sim = backend.make_lib(args)
+    except nvml.NvmlUnavailable as exc:
+        logging.error("%s", exc)
+        return 2
+    cfg = PluginConfig(
+        plugin_dir=args.plugin_dir,
+        config_file=args.config_file,
+        slices_per_gpu=args.slices_per_gpu,
+        default_shared=args.default_mode == "shared",
+        pod_resources_socket=args.pod_resources_socket,
+        mps_root=args.mps_root,
+        mps_command=list(mps.REAL_COMMAND if sim is None else mps.STANDIN_COMMAND),
+        recovery_s=args.recovery_s,
+    )
+    daemon = PluginDaemon(lib, cfg, on_grant=None if sim is None else _feedback(sim))
+    signal.signal(signal.SIGTERM, lambda *_: daemon.request_stop())
+    daemon.start()
+    try:
+        daemon.wait()
+    except KeyboardInterrupt:
+        pass
+    daemon.stop()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,96 @@
+"""Per-GPU sharing mode, read live from a JSON file the portal writes (a mounted ConfigMap).
+
+Shape: {"gpus": {"<uuid>": {"mode": "exclusive"|"shared", "slices": N}}}. GPUs not named get the
+daemon's defaults. The file is polled by (inode, mtime, size), because a ConfigMap update swaps a
+symlink rather than writing in place; a bad file is logged and the last good one is kept.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+log = logging.getLogger(__name__)
+
+MAX_SLICES = 48  # MPS client limit per server on Volta and later
+
+
+@dataclass(frozen=True)
+class Mode:
+    shared: bool
+    slices: int  # meaningful only when shared
+
+    @property
+    def label(self) -> str:
+        return f"shared/{self.slices}" if self.shared else "exclusive"
+
+
+EXCLUSIVE = Mode(shared=False, slices=1)
+
+
+def parse(text: str, *, default: Mode) -> dict[str, Mode]:
+    """Raise ValueError on anything but the documented shape, so a typo never half-applies."""
+    raw: Any = json.loads(text)
+    gpus = raw.get("gpus") if isinstance(raw, dict) else None
+    if not isinstance(gpus, dict):
+        raise ValueError('expected {"gpus": {...}}')
+    return {str(uuid): _mode(uuid, entry, default) for uuid, entry in gpus.items()}
+
+
+def _mode(uuid: str, entry: Any, default: Mode) -> Mode:
+    if not isinstance(entry, dict) or entry.get("mode") not in ("exclusive", "shared"):
+        raise ValueError(f"{uuid}: mode must be 'exclusive' or 'shared'")
+    if entry["mode"] == "exclusive":
+        return EXCLUSIVE
+    slices = entry.get("slices", default.slices)
+    if not isinstance(slices, int) or isinstance(slices, bool) or not 1 <= slices <= MAX_SLICES:
+        raise ValueError(f"{uuid}: slices must be an integer in 1..{MAX_SLICES}")
+    return Mode(shared=True, slices=slices)
+
+
+class ConfigFile:
+    """Cheap change detection: `poll()` re-reads only when the file's identity or mtime moved."""
+
+    def __init__(self, path: Path | None, *, default: Mode) -> None:
+        self.path = path
+        self.default = default
+        self._stamp: tuple[int, int, int] | None = None
+        self.modes: dict[str, Mode] = {}
+        self.errors = 0
+
+    def poll(self) -> bool:
+        """Return True when a new, valid mapping was loaded."""
+        if self.path is None:
+            return False
+        try:
+            st = os.stat(self.path)
+        except FileNotFoundError:
+            stamp = None
+        else:
+            stamp = (st.st_ino, st.st_mtime_ns, st.st_size)
+        if stamp == self._stamp:
+            return False
+        self._stamp = stamp
+        return self._load() if stamp else self._replace({})
+
+    def _load(self) -> bool:
+        assert self.path is not None
+        try:
+            modes = parse(self.path.read_text(), default=self.default)
+        except (OSError, ValueError) as exc:
+            self.errors += 1
+            log.error("sharing config %s rejected, keeping the previous one: %s", self.path, exc)
+            return False
+        return self._replace(modes)
+
+    def _replace(self, modes: dict[str, Mode]) -> bool:
+        changed = modes != self.modes
+        self.modes = modes
+        return changed
+
+    def mode_for(self, uuid: str) -> Mode:
+        return self.modes.get(uuid, self.default)

@@ -1,0 +1,178 @@
+"""The device-plugin process: two resources, one health loop, one MPS supervisor, one control loop.
+
+Concurrency story: gRPC handlers run on each server's thread pool and only read NodeState or resolve
+allocations under its lock. The health thread and the MPS supervisor write health into NodeState.
+The control thread (every `tick_s`) owns everything else: serving and (re-)registering with the
+kubelet, polling the sharing config, asking PodResources which GPUs are busy, and telling the MPS
+supervisor which GPUs are shared. No thread ever blocks another for longer than one NVML call.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import grpc
+
+from plugin import config as sharing
+from plugin import podresources
+from plugin._proto import deviceplugin_pb2 as pb
+from plugin.devices import RESOURCE_GPU, RESOURCE_SHARED, discover
+from plugin.health import HealthMonitor
+from plugin.mps import STANDIN_COMMAND, MpsSupervisor
+from plugin.nvml import NvmlLib
+from plugin.registration import KUBELET_SOCKET, KubeletSocketWatch, register, self_dial
+from plugin.server import DevicePluginServicer, OnGrant, SocketServer
+from plugin.state import NodeState
+
+log = logging.getLogger(__name__)
+OPTIONS = pb.DevicePluginOptions(pre_start_required=False, get_preferred_allocation_available=True)
+SOCKETS = {RESOURCE_GPU: "gpu-portal-gpu.sock", RESOURCE_SHARED: "gpu-portal-gpu-shared.sock"}
+
+
+@dataclass
+class PluginConfig:
+    plugin_dir: Path
+    config_file: Path | None = None
+    slices_per_gpu: int = 4
+    default_shared: bool = False
+    pod_resources_socket: Path | None = None
+    mps_root: Path = Path("/run/gpu-portal/mps")
+    mps_command: list[str] = field(default_factory=lambda: list(STANDIN_COMMAND))
+    recovery_s: float = 300.0
+    busy_grace_s: float = 10.0
+    tick_s: float = 0.25
+    busy_poll_s: float = 1.0
+
+
+@dataclass
+class _Resource:
+    name: str
+    server: SocketServer
+    registered_with: tuple[int, int] | None = None
+    next_try: float = 0.0
+    backoff: float = 0.0
+    registrations: int = 0
+    last_registered_at: float = 0.0
+
+
+class PluginDaemon:
+    def __init__(self, lib: NvmlLib, cfg: PluginConfig, *, on_grant: OnGrant | None = None) -> None:
+        self.lib = lib
+        self.cfg = cfg
+        self.node = discover(lib)
+        default = sharing.Mode(shared=cfg.default_shared, slices=cfg.slices_per_gpu)
+        self.config = sharing.ConfigFile(cfg.config_file, default=default)
+        self.config.poll()
+        # At start-up nothing of ours is known to be running, so the configured modes apply directly.
+        self.state = NodeState(
+            self.node, {g.uuid: self.config.mode_for(g.uuid) for g in self.node.gpus}, busy_grace_s=cfg.busy_grace_s
+        )
+        self.health = HealthMonitor(lib, [g.uuid for g in self.node.gpus], self.state.set_health, recovery_s=cfg.recovery_s)
+        self.mps = MpsSupervisor(cfg.mps_root, cfg.mps_command, on_change=self.state.set_mps_down)
+        self.resources = {
+            name: _Resource(name, SocketServer(cfg.plugin_dir / sock, self._servicer(name, on_grant)))
+            for name, sock in SOCKETS.items()
+        }
+        self.watch = KubeletSocketWatch(cfg.plugin_dir / KUBELET_SOCKET)
+        self.pending: list[str] = []
+        self._last_busy_poll = 0.0
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, name="control", daemon=True)
+
+    def _servicer(self, name: str, on_grant: OnGrant | None) -> DevicePluginServicer:
+        return DevicePluginServicer(name, self.state, mps_host_root=str(self.cfg.mps_root), on_grant=on_grant)
+
+    def start(self) -> None:
+        self.cfg.plugin_dir.mkdir(parents=True, exist_ok=True)
+        self.health.start()
+        self.mps.ensure(self.state.shared_uuids())
+        self.mps.start()
+        for res in self.resources.values():
+            res.server.start()
+        self._thread.start()
+
+    def stop(self) -> None:
+        self._stop.set()
+        self._thread.join(timeout=5)
+        for res in self.resources.values():
+            res.server.stop()
+        self.health.stop()
+        self.mps.stop()
+
+    def request_stop(self) -> None:
+        self._stop.set()
+
+    def wait(self) -> None:
+        self._stop.wait()
+
+    def _run(self) -> None:
+        while not self._stop.wait(self.cfg.tick_s):
+            try:
+                self.step()
+            except Exception:  # the control loop must outlive any single bad tick
+                log.exception("control loop step failed")
+
+    def step(self) -> None:
+        present, new = self.watch.changed()
+        if new:
+            log.info("kubelet.sock (re)appeared: re-registering")
+            for res in self.resources.values():
+                res.registered_with, res.next_try, res.backoff = None, 0.0, 0.0
+        for res in self.resources.values():
+            if not res.server.socket_present():
+                log.info("%s socket gone (kubelet wiped it): serving again", res.name)
+                res.server.start()
+                res.registered_with = None
+            if present and res.registered_with is None:
+                self._register(res)
+        self._sync_modes()
+        self.mps.ensure(self.state.shared_uuids())
+
+    def _register(self, res: _Resource) -> None:
+        now = time.monotonic()
+        if now < res.next_try:
+            return
+        ident = self.watch.identity()
+        try:
+            self_dial(res.server.path)
+            register(self.watch.path, endpoint=res.server.path.name, resource=res.name, options=OPTIONS, timeout_s=2)
+        except grpc.RpcError as exc:
+            res.backoff = min(2.0, max(0.25, res.backoff * 2))  # short cap: re-registration budget is 5 s
+            res.next_try = now + res.backoff
+            log.warning("register %s failed (%s); retry in %.2fs", res.name, exc.code(), res.backoff)
+            return
+        except grpc.FutureTimeoutError:
+            res.next_try = now + 1.0
+            return
+        res.registered_with, res.backoff = ident, 0.0
+        res.registrations += 1
+        res.last_registered_at = time.monotonic()
+        log.info("registered %s with the kubelet (%s)", res.name, res.server.path.name)
+
+    def _sync_modes(self) -> None:
+        changed = self.config.poll()
+        if not changed and not self.pending:
+            return
+        now = time.monotonic()
+        if not changed and now - self._last_busy_poll < self.cfg.busy_poll_s:
+            return
+        self._last_busy_poll = now
+        switched, self.pending = self.state.apply_modes(self.config.mode_for, self._busy())
+        for uuid in switched:
+            log.info("GPU %s now %s", uuid, self.state.mode(uuid).label)
+        if self.pending:
+            log.info("mode change waiting for GPUs to be free: %s", self.pending)
+
+    def _busy(self) -> set[str] | None:
+        if self.cfg.pod_resources_socket is None:
+            return None
+        try:
+            holders = podresources.list_holders(self.cfg.pod_resources_socket)
+        except grpc.RpcError as exc:
+            log.warning("PodResources unavailable (%s): mode changes wait", exc.code())
+            return None
+        return podresources.busy_gpus(holders, tuple(SOCKETS))

@@ -1,0 +1,1 @@
+"""Test doubles that speak the real protocols (no mocks): the test kubelet."""
