@@ -1,0 +1,107 @@
+#!/usr/bin/env bash
+# Builds the local Kubernetes control plane from the Go module proxy into a versioned cache outside
+# the repo (shared/reference/local-cluster.md). Idempotent: with the cache present it exits in seconds.
+set -euo pipefail
+
+KV="${K8S_VERSION:-1.36.3}"            # Kubernetes
+SV="0.${KV#1.}"                         # its staging modules: v1.36.3 -> v0.36.3
+MINOR="$(echo "$KV" | cut -d. -f2)"
+ETCD="${ETCD_VERSION:-3.6.8}"
+KWOK="${KWOK_VERSION:-0.8.0}"
+CACHE_ROOT="${GPUPORTAL_CACHE:-$HOME/.cache/gpuportal}"
+K8S_CACHE="$CACHE_ROOT/k8s-$KV-etcd-$ETCD-kwok-$KWOK"
+BIN="$K8S_CACHE/bin"
+BUILD="$K8S_CACHE/build"
+
+say() { printf '[cluster-build %s] %s\n' "$(date +%H:%M:%S)" "$*" >&2; }
+die() { say "ERROR: $*"; exit 1; }
+
+# Keep a long cold build from looking hung: print a heartbeat while a step runs.
+run_step() {
+  local what="$1"; shift
+  say "$what ..."
+  local start=$SECONDS
+  "$@" &
+  local pid=$!
+  while kill -0 "$pid" 2>/dev/null; do
+    sleep 30
+    kill -0 "$pid" 2>/dev/null && say "  still $what ($((SECONDS - start)) s)"
+  done
+  wait "$pid" || die "$what failed (see the output above)"
+  say "$what done in $((SECONDS - start)) s"
+}
+
+have_all() {
+  for b in kube-apiserver kube-controller-manager kube-scheduler etcd kwok kwokctl kubectl; do
+    [ -x "$BIN/$b" ] || return 1
+  done
+  "$BIN/kube-apiserver" --version 2>/dev/null | grep -q "Kubernetes v$KV"
+}
+
+if have_all; then
+  say "cached: $BIN"
+  echo "$BIN"
+  exit 0
+fi
+
+command -v go >/dev/null || die "go is not installed (need Go >= 1.26 on PATH)"
+mkdir -p "$BIN" "$BUILD"
+export CGO_ENABLED=0 GOFLAGS=-mod=mod
+
+build_kwok() {
+  GOBIN="$BIN" go install "sigs.k8s.io/kwok/cmd/kwok@v$KWOK" "sigs.k8s.io/kwok/cmd/kwokctl@v$KWOK"
+}
+
+consumer_module() {
+  cd "$BUILD"
+  [ -f go.mod ] || go mod init local.invalid/k8sbins >/dev/null
+  go mod edit -go=1.26.0 -godebug=default=go1.26
+  local gomod
+  gomod="$(go mod download -json "k8s.io/kubernetes@v$KV" | python3 -c 'import sys,json;print(json.load(sys.stdin)["GoMod"])')"
+  [ -f "$gomod" ] || die "k8s.io/kubernetes@v$KV is not served by the module proxy"
+  # One replace line per staging module, generated from the upstream go.mod.
+  local m
+  for m in $(sed -n 's#^[[:space:]]*\(k8s\.io/[A-Za-z0-9._-]*\) => \./staging/.*#\1#p' "$gomod"); do
+    go mod edit "-replace=$m=$m@v$SV"
+  done
+  cat > tools.go <<GO
+//go:build tools
+
+package tools
+
+import (
+	_ "go.etcd.io/etcd/server/v3"
+	_ "k8s.io/kubernetes/cmd/kube-apiserver"
+	_ "k8s.io/kubernetes/cmd/kube-controller-manager"
+	_ "k8s.io/kubernetes/cmd/kube-scheduler"
+	_ "k8s.io/kubernetes/cmd/kubectl"
+)
+GO
+  go get "k8s.io/kubernetes@v$KV" "go.etcd.io/etcd/server/v3@v$ETCD"
+  go mod tidy
+  go list -m go.etcd.io/etcd/client/v3 >&2
+}
+
+build_k8s() {
+  cd "$BUILD"
+  local ldf="-s -w" kv
+  for kv in "gitVersion=v$KV" gitMajor=1 "gitMinor=$MINOR" gitTreeState=clean "buildDate=$(date -u +%FT%TZ)"; do
+    ldf="$ldf -X k8s.io/component-base/version.$kv -X k8s.io/client-go/pkg/version.$kv"
+  done
+  go build -p 2 -trimpath -tags selinux,notest,grpcnotrace -ldflags "$ldf" -o "$BIN/" \
+    k8s.io/kubernetes/cmd/kube-apiserver k8s.io/kubernetes/cmd/kube-controller-manager \
+    k8s.io/kubernetes/cmd/kube-scheduler k8s.io/kubernetes/cmd/kubectl
+}
+
+build_etcd() {
+  cd "$BUILD"
+  go build -trimpath -ldflags "-s -w" -o "$BIN/etcd" go.etcd.io/etcd/server/v3
+}
+
+[ -x "$BIN/kwokctl" ] && [ -x "$BIN/kwok" ] || run_step "building kwok v$KWOK" build_kwok
+run_step "preparing the consumer module for Kubernetes v$KV" consumer_module
+[ -x "$BIN/etcd" ] || run_step "building etcd v$ETCD" build_etcd
+run_step "building kube-apiserver, controller-manager, scheduler, kubectl v$KV (cold: ~20-40 min on 2 cores)" build_k8s
+have_all || die "build finished but $BIN is incomplete"
+say "built into $BIN"
+echo "$BIN"

@@ -1,0 +1,230 @@
+"""Start and stop a kwokctl cluster (runtime `binary`) on loopback with its own kubeconfig.
+
+kwokctl makes the PKI, picks free ports, forks etcd, kube-apiserver, kube-controller-manager,
+kube-scheduler and the kwok controller (detached with setsid, so they outlive us unless deleted)
+and records their pids under $KWOK_WORKDIR/clusters/<name>/pids. Stopping always runs
+`kwokctl delete cluster` and then kills, by pid, any recorded process that survived it.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import signal
+import subprocess
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import orjson
+
+from portal.localcluster import paths
+from portal.localcluster.config import write_config
+from portal.localcluster.kubeapi import KubeApi, KubeApiError
+from portal.localcluster.nodes import GpuNodeSpec, create_nodes, wait_nodes_ready
+
+DEFAULT_NAME = "gpuportal"
+
+
+@dataclass(frozen=True)
+class ClusterHandle:
+    """A running (or once-running) cluster: everything needed to reach or stop it."""
+
+    name: str
+    kubeconfig: Path
+    run_dir: Path
+    bin_dir: Path
+    nodes: list[str] = field(default_factory=list)
+    timings: dict[str, float] = field(default_factory=dict)
+
+    @property
+    def workdir(self) -> Path:
+        return kwok_workdir(self.run_dir) / "clusters" / self.name
+
+    def api(self) -> KubeApi:
+        return KubeApi(self.kubeconfig)
+
+    def pids(self) -> dict[str, int]:
+        return read_pids(self.workdir)
+
+    def rss_bytes(self) -> dict[str, int]:
+        """Resident memory of each control-plane process (Linux /proc)."""
+        return {name: _rss(pid) for name, pid in self.pids().items() if _alive(pid)}
+
+
+def kwok_workdir(run_dir: Path) -> Path:
+    return run_dir / "kwok"
+
+
+def cluster_dir(run_dir: Path, name: str) -> Path:
+    return run_dir / name
+
+
+def read_pids(workdir: Path) -> dict[str, int]:
+    pid_dir = workdir / "pids"
+    if not pid_dir.is_dir():
+        return {}
+    return {p.stem: int(p.read_text().strip()) for p in pid_dir.glob("*.pid") if p.read_text().strip()}
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+def _is_ours(pid: int) -> bool:
+    """Guard against pid reuse: only kill processes running one of our binaries."""
+    try:
+        return Path(f"/proc/{pid}/exe").readlink().name in paths.BINARIES
+    except OSError:
+        return False
+
+
+def _rss(pid: int) -> int:
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith("VmRSS:"):
+            return int(line.split()[1]) * 1024
+    return 0
+
+
+def _kwokctl(run_dir: Path, bin_dir: Path, *args: str, timeout: float = 180.0) -> None:
+    env = {**os.environ, "KWOK_WORKDIR": str(kwok_workdir(run_dir))}
+    # kwokctl runs `kubectl` for some steps; make it (and nothing from ~/.kwok) the one it finds.
+    env["PATH"] = f"{bin_dir}{os.pathsep}{env.get('PATH', '')}"
+    proc = subprocess.run(
+        [str(bin_dir / "kwokctl"), *args],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        check=False,
+    )
+    if proc.returncode != 0:
+        raise RuntimeError(f"kwokctl {' '.join(args[:2])} failed ({proc.returncode}):\n{proc.stderr[-4000:]}")
+
+
+def wait_api_ready(api: KubeApi, timeout: float = 120.0) -> None:
+    """Poll /readyz, then wait for the default ServiceAccount that pod admission needs."""
+    deadline = time.monotonic() + timeout
+    last: Exception | None = None
+    while time.monotonic() < deadline:
+        try:
+            api.get("/readyz")
+            api.get("/api/v1/namespaces/default/serviceaccounts/default")
+            return
+        except (OSError, KubeApiError) as exc:
+            last = exc
+            time.sleep(0.5)
+    raise TimeoutError(f"API server not ready after {timeout:.0f} s: {last}")
+
+
+def save_handle(handle: ClusterHandle) -> None:
+    data = {
+        "name": handle.name,
+        "kubeconfig": str(handle.kubeconfig),
+        "run_dir": str(handle.run_dir),
+        "bin_dir": str(handle.bin_dir),
+        "nodes": handle.nodes,
+        "timings": handle.timings,
+    }
+    (cluster_dir(handle.run_dir, handle.name) / "cluster.json").write_bytes(orjson.dumps(data))
+
+
+def load_handle(name: str = DEFAULT_NAME, run_dir: Path | None = None) -> ClusterHandle | None:
+    """The handle a previous `start_cluster` saved, or None if there is none."""
+    path = cluster_dir(run_dir or paths.run_dir(), name) / "cluster.json"
+    if not path.is_file():
+        return None
+    d = orjson.loads(path.read_bytes())
+    return ClusterHandle(
+        name=d["name"],
+        kubeconfig=Path(d["kubeconfig"]),
+        run_dir=Path(d["run_dir"]),
+        bin_dir=Path(d["bin_dir"]),
+        nodes=list(d["nodes"]),
+        timings=dict(d["timings"]),
+    )
+
+
+def start_cluster(
+    name: str = DEFAULT_NAME,
+    nodes: int = 2,
+    run_dir: Path | None = None,
+    node_spec: GpuNodeSpec | None = None,
+    timeout: float = 120.0,
+) -> ClusterHandle:
+    """Replace any cluster of this name with a fresh one, wait until it and its nodes are Ready."""
+    bin_dir = paths.require_binaries()
+    rd = (run_dir or paths.run_dir()).resolve()
+    stop_cluster(name, rd)
+    cdir = cluster_dir(rd, name)
+    cdir.mkdir(parents=True, exist_ok=True)
+    config = write_config(cdir / "kwokctl.yaml", bin_dir=bin_dir)
+    kubeconfig = cdir / "kubeconfig"
+    t0 = time.monotonic()
+    _kwokctl(
+        rd,
+        bin_dir,
+        "create",
+        "cluster",
+        "--name",
+        name,
+        "--config",
+        str(config),
+        "--kubeconfig",
+        str(kubeconfig),
+        "--wait",
+        f"{int(timeout)}s",
+        timeout=timeout + 60,
+    )
+    api = KubeApi(kubeconfig)
+    try:
+        wait_api_ready(api, timeout)
+        t1 = time.monotonic()
+        names = create_nodes(api, nodes, node_spec)
+        wait_nodes_ready(api, names, timeout)
+    finally:
+        api.close()
+    timings = {"start_s": round(t1 - t0, 2), "nodes_ready_s": round(time.monotonic() - t1, 2)}
+    handle = ClusterHandle(name, kubeconfig, rd, bin_dir, names, timings)
+    save_handle(handle)
+    return handle
+
+
+def create_gpu_nodes(
+    kubeconfig: Path, count: int, spec: GpuNodeSpec | None = None, *, start: int = 0, timeout: float = 300.0
+) -> tuple[list[str], float]:
+    """Add `count` GPU nodes (names from index `start`), wait until Ready; returns names and seconds."""
+    api = KubeApi(kubeconfig)
+    try:
+        t0 = time.monotonic()
+        names = create_nodes(api, count, spec, start=start)
+        wait_nodes_ready(api, names, timeout)
+        return names, time.monotonic() - t0
+    finally:
+        api.close()
+
+
+def stop_cluster(name: str = DEFAULT_NAME, run_dir: Path | None = None) -> list[int]:
+    """Delete the cluster and make sure none of its processes survive; returns pids killed late."""
+    rd = (run_dir or paths.run_dir()).resolve()
+    workdir = kwok_workdir(rd) / "clusters" / name
+    pids = read_pids(workdir)
+    if workdir.exists():
+        bin_dir = paths.bin_dir()
+        kubeconfig = cluster_dir(rd, name) / "kubeconfig"
+        # A failed delete is not fatal: the pid sweep below still stops the processes.
+        with contextlib.suppress(RuntimeError, OSError, subprocess.TimeoutExpired):
+            _kwokctl(
+                rd, bin_dir, "delete", "cluster", "--name", name, "--kubeconfig", str(kubeconfig), timeout=120
+            )
+    survivors = [pid for pid in pids.values() if _alive(pid) and _is_ours(pid)]
+    for pid in survivors:
+        os.kill(pid, signal.SIGKILL)
+    (cluster_dir(rd, name) / "cluster.json").unlink(missing_ok=True)
+    return survivors
