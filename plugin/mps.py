@@ -65,7 +65,8 @@ class MpsSupervisor:
 
     def stop(self) -> None:
         self._stop.set()
-        self._thread.join(timeout=5)
+        if self._thread.is_alive():
+            self._thread.join(timeout=5)
         with self._lock:
             for d in self._daemons.values():
                 self._terminate(d)
