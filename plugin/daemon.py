@@ -145,9 +145,6 @@ class PluginDaemon:
             res.next_try = now + res.backoff
             log.warning("register %s failed (%s); retry in %.2fs", res.name, exc.code(), res.backoff)
             return
-        except grpc.FutureTimeoutError:
-            res.next_try = now + 1.0
-            return
         res.registered_with, res.backoff = ident, 0.0
         res.registrations += 1
         res.last_registered_at = time.monotonic()
