@@ -2,4 +2,7 @@
 
 from typing import Any
 
+from gpu.routing import websocket_urlpatterns as gpu_websocket_urlpatterns
+
 websocket_urlpatterns: list[Any] = []
+websocket_urlpatterns += gpu_websocket_urlpatterns

@@ -5,15 +5,20 @@ from rest_framework.routers import DefaultRouter
 
 from accounts.api import MembershipViewSet, MeView, ProjectViewSet, TokenViewSet
 from accounts.api_login import PasswordTokenView
+from gpu.api import GpuViewSet, IngestView, NodeViewSet
 
 router = DefaultRouter(trailing_slash=True)
 router.include_root_view = False
 router.register("projects", ProjectViewSet, basename="project")
 router.register(r"projects/(?P<project_slug>[a-z0-9-]+)/members", MembershipViewSet, basename="membership")
 router.register("tokens", TokenViewSet, basename="token")
+router.register("nodes", NodeViewSet, basename="node")
+router.register("gpus", GpuViewSet, basename="gpu")
 
 urlpatterns = [
     path("me/", MeView.as_view(), name="me"),
     path("auth/token/", PasswordTokenView.as_view(), name="auth-token"),
+    path("ingest/samples", IngestView.as_view(), name="ingest-samples"),  # the agent contract's path
+    path("ingest/samples/", IngestView.as_view()),
     *router.urls,
 ]

@@ -1,0 +1,90 @@
+"""REST API of the gpu app: the node agents' ingest endpoint and read-only nodes and GPUs."""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+from django.core.exceptions import ValidationError
+from drf_spectacular.utils import OpenApiResponse, extend_schema
+from rest_framework import serializers, viewsets
+from rest_framework.request import Request
+from rest_framework.response import Response
+from rest_framework.views import APIView
+
+from gpu import app_settings, metrics, selectors
+from gpu.authentication import IsNodeAgent, NodeTokenAuthentication
+from gpu.ingest import ingest_batch, parse_body
+from gpu.models import Gpu, Node, NodeToken
+
+
+class IngestAcceptedSerializer(serializers.Serializer[Any]):
+    accepted = serializers.IntegerField()
+    duplicates = serializers.IntegerField()
+
+
+class IngestView(APIView):
+    """POST /api/v1/ingest/samples: one batch of samples from a node agent (docs/telemetry-contract.md)."""
+
+    authentication_classes = [NodeTokenAuthentication]
+    permission_classes = [IsNodeAgent]
+    throttle_classes: list[Any] = []
+
+    @extend_schema(
+        request=None,
+        responses={200: IngestAcceptedSerializer, 400: OpenApiResponse(description="Invalid sample(s).")},
+    )
+    def post(self, request: Request) -> Response:
+        started = time.perf_counter()
+        body = request._request.read(app_settings.max_body_bytes() + 1)
+        if len(body) > app_settings.max_body_bytes():
+            raise ValidationError(
+                {"non_field_errors": ["The batch is too large; send at most 5000 samples."]}
+            )
+        token = request.auth
+        assert isinstance(token, NodeToken)  # noqa: S101 - IsNodeAgent guarantees it
+        result = ingest_batch(token=token, raw=parse_body(body))
+        metrics.ingested(node=token.node.name, accepted=result.accepted, duplicates=result.duplicates,
+                         seconds=time.perf_counter() - started)  # fmt: skip
+        return Response({"accepted": result.accepted, "duplicates": result.duplicates})
+
+
+class GpuSerializer(serializers.ModelSerializer[Gpu]):
+    node = serializers.CharField(source="node.name", read_only=True)
+
+    class Meta:
+        model = Gpu
+        fields = ["uuid", "node", "index", "model", "memory_mib", "sharing_mode", "slices", "health",
+                  "in_service", "last_seen"]  # fmt: skip
+        read_only_fields = fields
+
+
+class NodeSerializer(serializers.ModelSerializer[Node]):
+    gpus = GpuSerializer(many=True, read_only=True)
+    ready = serializers.BooleanField(source="is_ready", read_only=True)
+
+    class Meta:
+        model = Node
+        fields = ["name", "labels", "capacity", "allocatable", "conditions", "ready", "cordoned", "gpu_model",
+                  "gpu_count", "last_seen", "gpus"]  # fmt: skip
+        read_only_fields = fields
+
+
+class NodeViewSet(viewsets.ReadOnlyModelViewSet[Node]):
+    """The cluster's nodes and their GPUs (inventory; live numbers come over websockets)."""
+
+    serializer_class = NodeSerializer
+    lookup_field = "name"
+    lookup_value_regex = r"[a-z0-9.-]+"
+
+    def get_queryset(self) -> Any:
+        return selectors.node_list().prefetch_related("gpus")
+
+
+class GpuViewSet(viewsets.ReadOnlyModelViewSet[Gpu]):
+    serializer_class = GpuSerializer
+    lookup_field = "uuid"
+    lookup_value_regex = r"[A-Za-z0-9-]+"
+
+    def get_queryset(self) -> Any:
+        return selectors.gpu_list()

@@ -1,0 +1,59 @@
+"""The gpu app's tunables, read lazily from Django settings (style rule 22) with safe defaults."""
+
+from __future__ import annotations
+
+from django.conf import settings
+
+
+def _get(name: str, default: int | str) -> int | str:
+    value: int | str = getattr(settings, name, default)
+    return value
+
+
+def raw_retention_days() -> int:
+    """Days of raw samples kept; older daily partitions are dropped whole."""
+    return int(_get("GPU_RAW_RETENTION_DAYS", 2))
+
+
+def partitions_ahead_days() -> int:
+    return int(_get("GPU_PARTITIONS_AHEAD_DAYS", 2))
+
+
+def rollup_minute_retention_days() -> int:
+    return int(_get("GPU_ROLLUP_MINUTE_RETENTION_DAYS", 30))
+
+
+def rollup_hour_retention_days() -> int:
+    return int(_get("GPU_ROLLUP_HOUR_RETENTION_DAYS", 365))
+
+
+def max_batch() -> int:
+    """Samples per ingest request (the agent contract's limit)."""
+    return int(_get("GPU_INGEST_MAX_SAMPLES", 5000))
+
+
+def max_body_bytes() -> int:
+    return int(_get("GPU_INGEST_MAX_BYTES", 16 * 1024 * 1024))
+
+
+def max_clock_skew_s() -> int:
+    """A sample stamped further than this in the future is refused (agent clock wrong)."""
+    return int(_get("GPU_INGEST_MAX_SKEW_S", 300))
+
+
+def push_interval_s() -> float:
+    """At most one frame per view and per group in this many seconds."""
+    return float(_get("GPU_PUSH_INTERVAL_MS", 1000)) / 1000.0
+
+
+def metrics_token() -> str:
+    """Bearer token for /metrics; empty means staff sessions only."""
+    return str(_get("GPU_METRICS_TOKEN", ""))
+
+
+def plugin_config_namespace() -> str:
+    return str(_get("GPU_PLUGIN_CONFIG_NAMESPACE", "gpu-portal-system"))
+
+
+def plugin_config_name() -> str:
+    return str(_get("GPU_PLUGIN_CONFIG_NAME", "gpu-portal-plugin-config"))

@@ -1,0 +1,160 @@
+"""The only sender of gpu messages (style rule 18): group names, frames, and a coalescing publisher.
+
+Concurrency story: `publish()` is called from sync code (the ingest view in a worker thread, Celery
+tasks, admin actions) and must never wait on Redis. It hands the message to one daemon thread per
+process that owns an event loop; there a `Coalescer` throttles per group and message type
+(leading edge: the first message after a quiet interval goes out at once, later ones within the
+interval are merged, newest frame per GPU wins, and sent when it ends). So a group gets at most one
+frame per interval from each process, and consumers coalesce again per socket. Delivery is
+at-most-once like every channel layer: pages resync from the database on (re)connect.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import logging
+import os
+import threading
+import time
+from collections.abc import Awaitable, Callable
+from typing import Any, cast
+
+from channels.layers import get_channel_layer
+
+from gpu import app_settings
+from gpu.messages import GpuFrame, GroupMessage, NodeFrame, NodeStateMessage, SamplesMessage
+
+log = logging.getLogger(__name__)
+
+Sender = Callable[[str, GroupMessage], Awaitable[None]]
+
+
+def cluster_group() -> str:
+    return "gpu.cluster"
+
+
+def _safe(name: str) -> str:
+    # Group names: ASCII letters, digits, '-', '_', '.', under 100 characters.
+    return name if len(name) <= 80 else hashlib.sha256(name.encode()).hexdigest()[:40]
+
+
+def node_group(name: str) -> str:
+    return f"gpu.node.{_safe(name)}"
+
+
+def namespace_group(namespace: str) -> str:
+    return f"gpu.ns.{_safe(namespace)}"
+
+
+def merge(old: GroupMessage | None, new: GroupMessage) -> GroupMessage:
+    """Newest frame per GPU (or node) wins; the pending message is updated in place."""
+    if old is None or old["type"] != new["type"]:
+        return new
+    if old["type"] == "gpu.samples" and new["type"] == "gpu.samples":
+        old["gpus"].update(new["gpus"])
+    elif old["type"] == "node.state" and new["type"] == "node.state":
+        old["nodes"].update(new["nodes"])
+    return old
+
+
+class Coalescer:
+    """A per-key leading-edge throttle on an asyncio loop (used here and by the consumers)."""
+
+    def __init__(self, interval: float, send: Sender, loop: asyncio.AbstractEventLoop) -> None:
+        self.interval, self.send, self.loop = interval, send, loop
+        self._pending: dict[tuple[str, str], GroupMessage] = {}
+        self._last: dict[tuple[str, str], float] = {}
+        self._tasks: set[asyncio.Task[None]] = set()
+
+    def offer(self, key: str, message: GroupMessage) -> None:
+        slot = (key, message["type"])
+        scheduled = slot in self._pending
+        self._pending[slot] = merge(self._pending.get(slot), message)
+        if not scheduled:
+            due = self._last.get(slot, float("-inf")) + self.interval
+            self.loop.call_later(max(0.0, due - self.loop.time()), self._fire, slot)
+
+    def _fire(self, slot: tuple[str, str]) -> None:
+        message = self._pending.pop(slot, None)
+        if message is None:
+            return
+        self._last[slot] = self.loop.time()
+        task = self.loop.create_task(self.send(slot[0], message))
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+
+
+class Publisher:
+    """One event-loop thread per process that coalesces and sends group messages."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._pid = 0
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._coalescer: Coalescer | None = None
+
+    def _start(self) -> Coalescer:
+        with self._lock:
+            if self._coalescer is None or self._pid != os.getpid():  # new process after a fork
+                loop = asyncio.new_event_loop()
+                threading.Thread(target=loop.run_forever, name="gpu-broadcast", daemon=True).start()
+                self._loop, self._pid = loop, os.getpid()
+                self._coalescer = Coalescer(app_settings.push_interval_s(), self._send, loop)
+            return self._coalescer
+
+    async def _send(self, group: str, message: GroupMessage) -> None:
+        message["sent_at"] = time.time()
+        try:
+            await get_channel_layer().group_send(group, cast("dict[str, Any]", message))
+        except Exception:  # a dead Redis must not kill the publisher; the next frame retries
+            log.exception("group_send to %s failed", group)
+
+    def publish(self, group: str, message: GroupMessage) -> None:
+        coalescer = self._start()
+        coalescer.loop.call_soon_threadsafe(coalescer.offer, group, message)
+
+
+PUBLISHER = Publisher()
+
+
+def samples_published(*, node: str, frames: list[GpuFrame]) -> None:
+    """Fan one node's latest frames out to the cluster, node and tenant-namespace groups."""
+    if not frames:
+        return
+    by_uuid = {frame["uuid"]: frame for frame in frames}
+    PUBLISHER.publish(cluster_group(), SamplesMessage(type="gpu.samples", gpus=dict(by_uuid), sent_at=0.0))
+    PUBLISHER.publish(node_group(node), SamplesMessage(type="gpu.samples", gpus=dict(by_uuid), sent_at=0.0))
+    for namespace, gpus in _by_namespace(frames).items():
+        PUBLISHER.publish(
+            namespace_group(namespace), SamplesMessage(type="gpu.samples", gpus=gpus, sent_at=0.0)
+        )
+
+
+def _by_namespace(frames: list[GpuFrame]) -> dict[str, dict[str, GpuFrame]]:
+    """Per tenant namespace, each GPU's frame with only that namespace's processes."""
+    out: dict[str, dict[str, GpuFrame]] = {}
+    for frame in frames:
+        for namespace in {p["pod_namespace"] for p in frame["processes"] if p["pod_namespace"]}:
+            own = [p for p in frame["processes"] if p["pod_namespace"] == namespace]
+            out.setdefault(namespace, {})[frame["uuid"]] = {**frame, "processes": own}
+    return out
+
+
+def node_frame(node: Any) -> NodeFrame:
+    return NodeFrame(
+        name=node.name,
+        cordoned=node.cordoned,
+        desired_cordoned=node.desired_cordoned,
+        ready=node.is_ready,
+        deleted=node.deleted,
+        gpu_model=node.gpu_model,
+        gpu_count=node.gpu_count,
+    )
+
+
+def node_changed(node: Any) -> None:
+    frame = node_frame(node)
+    message = NodeStateMessage(type="node.state", nodes={node.name: frame}, sent_at=0.0)
+    PUBLISHER.publish(cluster_group(), message)
+    PUBLISHER.publish(node_group(node.name), NodeStateMessage(**{**message, "nodes": {node.name: frame}}))

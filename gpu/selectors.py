@@ -1,0 +1,110 @@
+"""Reads for nodes, GPUs and telemetry. They own select_related and the viewer's tenancy scope."""
+
+from __future__ import annotations
+
+from datetime import datetime, timedelta
+from typing import Any
+
+from django.db.models import QuerySet
+from django.http import Http404
+from django.utils import timezone
+
+from accounts.models import Project, User
+from gpu.messages import GpuFrame, ProcessFrame
+from gpu.models import Gpu, GpuEvent, GpuSample, Node
+
+LATEST_WITHIN = timedelta(seconds=30)
+
+
+def node_list(*, include_deleted: bool = False) -> QuerySet[Node]:
+    qs = Node.objects.all()
+    return qs if include_deleted else qs.filter(deleted=False)
+
+
+def node_get(*, name: str) -> Node:
+    node = node_list().filter(name=name).first()
+    if node is None:
+        raise Http404("No such node.")
+    return node
+
+
+def gpu_list(*, node: Node | None = None) -> QuerySet[Gpu]:
+    qs = Gpu.objects.select_related("node").filter(node__deleted=False)
+    return qs.filter(node=node) if node is not None else qs
+
+
+def gpu_events(*, gpu: Gpu, limit: int = 50) -> QuerySet[GpuEvent]:
+    return GpuEvent.objects.filter(gpu=gpu).order_by("-ts")[:limit]
+
+
+def user_namespaces(*, user: User) -> frozenset[str] | None:
+    """None for operators (they see all); else the namespaces of the user's active projects."""
+    if user.is_staff:
+        return None
+    projects = Project.objects.filter(is_active=True, memberships__user=user)
+    return frozenset(project.namespace for project in projects)
+
+
+def _frame(gpu: Gpu, sample: GpuSample) -> GpuFrame:
+    procs: list[ProcessFrame] = [
+        ProcessFrame(
+            pid=int(p.get("pid", 0)),
+            mem_used_mib=int(p.get("mem_used_mib", 0)),
+            pod_namespace=p.get("pod_namespace"),
+            pod_name=p.get("pod_name"),
+            container=p.get("container"),
+        )
+        for p in _processes(sample.processes)
+    ]
+    return GpuFrame(
+        uuid=gpu.uuid, node=gpu.node.name, index=gpu.index, ts=sample.ts.isoformat().replace("+00:00", "Z"),
+        util_gpu=sample.util_gpu, util_mem=sample.util_mem, mem_used_mib=sample.mem_used_mib,
+        mem_total_mib=sample.mem_total_mib, temp_c=sample.temp_c, power_w=sample.power_w,
+        sm_clock_mhz=sample.sm_clock_mhz, mem_clock_mhz=sample.mem_clock_mhz, xid=sample.xid,
+        health=gpu.health, sharing_mode=gpu.sharing_mode, in_service=gpu.in_service, processes=procs,
+    )  # fmt: skip
+
+
+def _processes(value: Any) -> list[dict[str, Any]]:
+    if isinstance(value, str):  # SQLite keeps the JSON as text
+        import orjson
+
+        value = orjson.loads(value)
+    return list(value or [])
+
+
+def latest_frames(*, gpus: list[Gpu], now: datetime | None = None) -> dict[str, GpuFrame]:
+    """The newest sample of each GPU from the last 30 s, as frames (a page's first paint)."""
+    since = (now or timezone.now()) - LATEST_WITHIN
+    by_id = {gpu.pk: gpu for gpu in gpus}
+    latest: dict[int, GpuSample] = {}
+    for sample in GpuSample.objects.filter(gpu_id__in=list(by_id), ts__gte=since).order_by("ts"):
+        latest[sample.gpu_id] = sample
+    return {by_id[gid].uuid: _frame(by_id[gid], sample) for gid, sample in latest.items()}
+
+
+def history(*, gpus: list[Gpu], minutes: int = 15, now: datetime | None = None) -> dict[str, list[GpuFrame]]:
+    """Raw frames of the last `minutes` per GPU, oldest first (the node and job charts)."""
+    since = (now or timezone.now()) - timedelta(minutes=minutes)
+    by_id = {gpu.pk: gpu for gpu in gpus}
+    out: dict[str, list[GpuFrame]] = {gpu.uuid: [] for gpu in gpus}
+    rows = GpuSample.objects.filter(gpu_id__in=list(by_id), ts__gte=since).order_by("ts")
+    for sample in rows.iterator(chunk_size=2000):
+        gpu = by_id[sample.gpu_id]
+        out[gpu.uuid].append(_frame(gpu, sample))
+    return out
+
+
+def gpus_by_state() -> dict[str, int]:
+    """GPU counts per (health, service) for /metrics."""
+    counts: dict[str, int] = {}
+    for health, in_service in gpu_list().values_list("health", "in_service"):
+        key = f"{health}:{'in' if in_service else 'out'}"
+        counts[key] = counts.get(key, 0) + 1
+    return counts
+
+
+def plugin_config(*, node: Node) -> dict[str, Any]:
+    """The plugin's sharing file for one node: {"gpus": {"<uuid>": {"mode", "slices"}}}."""
+    gpus = Gpu.objects.filter(node=node).order_by("index")
+    return {"gpus": {gpu.uuid: gpu.plugin_entry for gpu in gpus}}

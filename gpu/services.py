@@ -1,0 +1,216 @@
+"""Writes for nodes and GPUs: the mirror of the cluster's Nodes, operators' intent, agent tokens.
+
+The mirror functions take the raw Node JSON (a dict), never a kubernetes object: the watch itself
+lives in workloads (workloads/nodes.py), the only layer that may talk to the Kubernetes API. Desired
+state changes (cordon, sharing mode, service) are saved here and a `workloads.reconcile_node` task is
+sent by name after commit, so this layer never imports workloads.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import secrets
+from typing import Any
+
+from celery import current_app
+from django.core.exceptions import ValidationError
+from django.db import transaction
+from django.http import HttpRequest
+from django.utils import timezone
+
+from accounts.audit import audit_record, snapshot
+from accounts.models import User
+from gpu import broadcast
+from gpu.choices import GpuEventKind, SharingMode
+from gpu.models import Gpu, GpuEvent, Node, NodeToken
+
+NODE_TOKEN_PREFIX = "gpn_"  # noqa: S105 - a public marker, not a secret
+GPU_PRODUCT_LABEL = "nvidia.com/gpu.product"
+GPU_RESOURCE = "nvidia.com/gpu"
+MAX_SLICES = 48
+MIRRORED = (
+    "uid",
+    "labels",
+    "capacity",
+    "allocatable",
+    "conditions",
+    "cordoned",
+    "gpu_model",
+    "gpu_count",
+    "deleted",
+    "deleted_at",
+)
+
+
+def _conditions(status: dict[str, Any]) -> list[dict[str, Any]]:
+    # Heartbeat times change every few seconds; keeping them would turn every heartbeat into a write.
+    keep = ("type", "status", "reason", "message", "lastTransitionTime")
+    return [{k: c.get(k) for k in keep if k in c} for c in status.get("conditions") or []]
+
+
+def _gpu_count(status: dict[str, Any], labels: dict[str, str]) -> int:
+    value = (status.get("capacity") or {}).get(GPU_RESOURCE) or labels.get("nvidia.com/gpu.count") or 0
+    try:
+        return int(value)
+    except (TypeError, ValueError):
+        return 0
+
+
+def node_fields_from_raw(raw: dict[str, Any]) -> dict[str, Any]:
+    """The mirrored fields of a raw Node dict (pure; tested with plain dicts)."""
+    meta, spec, status = raw.get("metadata") or {}, raw.get("spec") or {}, raw.get("status") or {}
+    labels = dict(meta.get("labels") or {})
+    return {
+        "uid": str(meta.get("uid") or ""),
+        "labels": labels,
+        "capacity": dict(status.get("capacity") or {}),
+        "allocatable": dict(status.get("allocatable") or {}),
+        "conditions": _conditions(status),
+        "cordoned": bool(spec.get("unschedulable", False)),
+        "gpu_model": str(labels.get(GPU_PRODUCT_LABEL, ""))[:120],
+        "gpu_count": _gpu_count(status, labels),
+        "deleted": False,
+        "deleted_at": None,
+    }
+
+
+def node_apply(*, raw: dict[str, Any]) -> Node:
+    """Mirror one Node (ADDED/MODIFIED event or list item); writes only when something changed."""
+    name = str((raw.get("metadata") or {})["name"])
+    fields = node_fields_from_raw(raw)
+    node, created = Node.objects.get_or_create(name=name, defaults=fields)
+    changed = [key for key in MIRRORED if getattr(node, key) != fields[key]]
+    node.resource_version = str((raw.get("metadata") or {}).get("resourceVersion") or "")
+    if created or changed:
+        for key in changed:
+            setattr(node, key, fields[key])
+        node.synced_at = timezone.now()
+        node.save(update_fields=[*changed, "resource_version", "synced_at"])
+        transaction.on_commit(lambda: broadcast.node_changed(node))
+    return node
+
+
+def node_remove(*, name: str) -> Node | None:
+    """A DELETED event: keep the row (history, accounting) but mark it gone."""
+    node = Node.objects.filter(name=name, deleted=False).first()
+    if node is None:
+        return None
+    node.deleted, node.deleted_at, node.synced_at = True, timezone.now(), timezone.now()
+    node.save(update_fields=["deleted", "deleted_at", "synced_at"])
+    transaction.on_commit(lambda: broadcast.node_changed(node))
+    return node
+
+
+def node_relist(*, names: list[str]) -> int:
+    """After a full list: every node the cluster no longer has is marked deleted. Returns how many."""
+    gone = Node.objects.filter(deleted=False).exclude(name__in=names)
+    return gone.update(deleted=True, deleted_at=timezone.now(), synced_at=timezone.now())
+
+
+def node_reconcile_enqueue(*, node: Node) -> None:
+    """Ask the workloads layer (by task name: gpu never imports workloads) to converge this node."""
+    node_id = node.pk
+    transaction.on_commit(lambda: current_app.send_task("workloads.reconcile_node", args=[node_id]))
+
+
+def _actor(actor: User | None) -> User | None:
+    return actor if isinstance(actor, User) else None
+
+
+def node_set_cordon(
+    *, node: Node, cordoned: bool, actor: User | None, request: HttpRequest | None = None
+) -> Node:
+    before = snapshot(node, exclude=("labels", "capacity", "allocatable", "conditions"))
+    node.desired_cordoned = cordoned
+    node.save(update_fields=["desired_cordoned"])
+    audit_record(
+        actor=_actor(actor),
+        action="node.cordon" if cordoned else "node.uncordon",
+        obj=node,
+        before=before,
+        after={"desired_cordoned": cordoned},
+        request=request,
+    )
+    node_reconcile_enqueue(node=node)
+    return node
+
+
+def gpu_set_sharing(
+    *, gpu: Gpu, mode: SharingMode, slices: int, actor: User | None, request: HttpRequest | None = None
+) -> Gpu:
+    if mode == SharingMode.SHARED and not 1 <= slices <= MAX_SLICES:
+        raise ValidationError({"slices": [f"A shared GPU has 1..{MAX_SLICES} slices."]})
+    before = {"sharing_mode": gpu.sharing_mode, "slices": gpu.slices}
+    gpu.sharing_mode, gpu.slices = mode, slices if mode == SharingMode.SHARED else 1
+    gpu.full_clean()
+    gpu.save(update_fields=["sharing_mode", "slices"])
+    after = {"sharing_mode": gpu.sharing_mode, "slices": gpu.slices}
+    GpuEvent.objects.create(gpu=gpu, kind=GpuEventKind.SHARING, message=f"{before} -> {after}"[:300])
+    audit_record(
+        actor=_actor(actor), action="gpu.sharing", obj=gpu, before=before, after=after, request=request
+    )
+    node_reconcile_enqueue(node=gpu.node)
+    return gpu
+
+
+def gpu_set_in_service(
+    *, gpu: Gpu, in_service: bool, actor: User | None, request: HttpRequest | None = None
+) -> Gpu:
+    before = {"in_service": gpu.in_service}
+    gpu.in_service = in_service
+    gpu.save(update_fields=["in_service"])
+    GpuEvent.objects.create(
+        gpu=gpu, kind=GpuEventKind.SERVICE, message="returned to service" if in_service else "taken out"
+    )
+    audit_record(
+        actor=_actor(actor),
+        action="gpu.service",
+        obj=gpu,
+        before=before,
+        after={"in_service": in_service},
+        request=request,
+    )
+    node_reconcile_enqueue(node=gpu.node)
+    return gpu
+
+
+def node_token_digest(secret: str) -> str:
+    return hashlib.sha256(secret.encode()).hexdigest()
+
+
+def node_token_create(
+    *, node: Node, name: str = "agent", actor: User | None = None, request: HttpRequest | None = None
+) -> tuple[NodeToken, str]:
+    """Returns the token and its secret; only the digest is stored, the secret is shown once."""
+    prefix = secrets.token_hex(4)
+    secret = f"{NODE_TOKEN_PREFIX}{prefix}_{secrets.token_urlsafe(32)}"
+    token = NodeToken(
+        node=node, name=name.strip() or "agent", prefix=prefix, digest=node_token_digest(secret)
+    )
+    token.full_clean()
+    token.save()
+    audit_record(
+        actor=_actor(actor),
+        action="node_token.create",
+        obj=token,
+        after=snapshot(token, exclude=("digest",)),
+        request=request,
+    )
+    return token, secret
+
+
+def node_token_authenticate(*, secret: str) -> NodeToken | None:
+    token = NodeToken.objects.select_related("node").filter(digest=node_token_digest(secret)).first()
+    if token is None or not token.is_usable():
+        return None
+    now = timezone.now()
+    if token.last_used_at is None or (now - token.last_used_at).total_seconds() > 60:
+        NodeToken.objects.filter(pk=token.pk).update(last_used_at=now)
+    return token
+
+
+def node_token_revoke(*, token: NodeToken, actor: User | None, request: HttpRequest | None = None) -> None:
+    if token.revoked_at is None:
+        token.revoked_at = timezone.now()
+        token.save(update_fields=["revoked_at"])
+        audit_record(actor=_actor(actor), action="node_token.revoke", obj=token, request=request)

@@ -1,0 +1,163 @@
+"""Raw sample storage, chosen by database vendor; both backends offer the same small interface.
+
+Postgres (production): `gpu_sample` is range-partitioned by day. A batch is COPYed (psycopg 3) into
+a session temp table and moved with one `INSERT ... SELECT ... ON CONFLICT DO NOTHING`, so a
+retried batch is harmless and no row-by-row ORM insert is ever made. Retention drops whole
+partitions. SQLite (the embedded demo): one plain table, `INSERT OR IGNORE`, retention by DELETE.
+Both are called inside the ingest transaction, so a failed batch leaves nothing behind.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+from datetime import UTC, date, datetime, timedelta
+from typing import Any, Protocol
+
+from django.db import DatabaseError, connection, transaction
+
+# (gpu_id, ts, util_gpu, util_mem, mem_used_mib, mem_total_mib, temp_c, power_w, sm_clock_mhz,
+#  mem_clock_mhz, ecc_sbe, ecc_dbe, xid, processes_json)
+SampleRow = tuple[int, datetime, int, int, int, int, float, float, int, int, int, int, int | None, str | None]
+
+COLUMNS = (
+    "gpu_id",
+    "ts",
+    "util_gpu",
+    "util_mem",
+    "mem_used_mib",
+    "mem_total_mib",
+    "temp_c",
+    "power_w",
+    "sm_clock_mhz",
+    "mem_clock_mhz",
+    "ecc_sbe",
+    "ecc_dbe",
+    "xid",
+    "processes",
+)
+_COLS = ", ".join(COLUMNS)
+PARTITION_RE = re.compile(r"^gpu_sample_p(\d{8})$")
+
+
+def partition_name(day: date) -> str:
+    return f"gpu_sample_p{day:%Y%m%d}"
+
+
+class SampleStore(Protocol):
+    def write(self, rows: Sequence[SampleRow]) -> int:
+        """Insert rows not already stored; return how many were new."""
+
+    def ensure_partitions(self, *, start: date, days: int) -> list[str]:
+        """Make sure storage exists for `days` days from `start`; return what was created."""
+
+    def drop_before(self, *, day: date) -> list[str]:
+        """Remove all samples older than `day`; return the partitions (or ranges) removed."""
+
+    def partitions(self) -> list[str]:
+        """The daily partitions present, oldest first."""
+
+
+class PostgresStore:
+    """Daily range partitions; see the module docstring for the write path."""
+
+    def write(self, rows: Sequence[SampleRow]) -> int:
+        if not rows:
+            return 0
+        self._ensure_days({row[1].date() for row in rows})
+        with transaction.atomic(), connection.cursor() as cursor:
+            cursor.execute(
+                "CREATE TEMP TABLE IF NOT EXISTS gpu_sample_in (LIKE gpu_sample) ON COMMIT DELETE ROWS"
+            )
+            with cursor.cursor.copy(f"COPY gpu_sample_in ({_COLS}) FROM STDIN") as copy:
+                for row in rows:
+                    copy.write_row(row)
+            cursor.execute(
+                f"INSERT INTO gpu_sample ({_COLS}) SELECT {_COLS} FROM gpu_sample_in "  # noqa: S608
+                "ON CONFLICT DO NOTHING"
+            )
+            accepted: int = cursor.rowcount
+            cursor.execute("TRUNCATE gpu_sample_in")
+        return accepted
+
+    def _ensure_days(self, days: set[date]) -> None:
+        # One catalogue lookup per batch, no process-local cache: a cache would lie after a rollback
+        # or after another process dropped a partition.
+        names = {partition_name(day): day for day in days}
+        with connection.cursor() as cursor:
+            cursor.execute("SELECT relname FROM pg_class WHERE relname = ANY(%s)", [list(names)])
+            present = {str(row[0]) for row in cursor.fetchall()}
+        for name in sorted(set(names) - present):
+            self._create(names[name])
+
+    def _create(self, day: date) -> bool:
+        name = partition_name(day)
+        if name in self.partitions():
+            return False
+        sql = (
+            f"CREATE TABLE IF NOT EXISTS {name} PARTITION OF gpu_sample "
+            f"FOR VALUES FROM ('{day.isoformat()} 00:00:00+00') TO ('{day + timedelta(days=1)} 00:00:00+00')"
+        )
+        try:
+            with transaction.atomic(), connection.cursor() as cursor:
+                cursor.execute(sql)
+        except DatabaseError:
+            return False  # another process created it between our check and our CREATE
+        return True
+
+    def ensure_partitions(self, *, start: date, days: int) -> list[str]:
+        wanted = [start + timedelta(days=i) for i in range(days)]
+        return [partition_name(day) for day in wanted if self._create(day)]
+
+    def drop_before(self, *, day: date) -> list[str]:
+        dropped = []
+        for name in self.partitions():
+            match = PARTITION_RE.match(name)
+            if match and datetime.strptime(match.group(1), "%Y%m%d").date() < day:  # noqa: DTZ007
+                with connection.cursor() as cursor:
+                    cursor.execute(f"DROP TABLE IF EXISTS {name}")
+                dropped.append(name)
+        return dropped
+
+    def partitions(self) -> list[str]:
+        with connection.cursor() as cursor:
+            cursor.execute(
+                "SELECT c.relname FROM pg_inherits i JOIN pg_class c ON c.oid = i.inhrelid "
+                "JOIN pg_class p ON p.oid = i.inhparent WHERE p.relname = 'gpu_sample' ORDER BY 1"
+            )
+            return [str(row[0]) for row in cursor.fetchall()]
+
+
+class SqliteStore:
+    """One plain table for the embedded demo: same interface, no partitions."""
+
+    def write(self, rows: Sequence[SampleRow]) -> int:
+        marks = ", ".join(["%s"] * len(COLUMNS))
+        accepted = 0
+        with transaction.atomic(), connection.cursor() as cursor:
+            for row in rows:
+                cursor.execute(f"INSERT OR IGNORE INTO gpu_sample ({_COLS}) VALUES ({marks})", _sqlite(row))  # noqa: S608
+                accepted += cursor.rowcount
+        return accepted
+
+    def ensure_partitions(self, *, start: date, days: int) -> list[str]:
+        return []
+
+    def drop_before(self, *, day: date) -> list[str]:
+        with connection.cursor() as cursor:
+            cursor.execute("DELETE FROM gpu_sample WHERE ts < %s", [f"{day.isoformat()} 00:00:00"])
+            return [f"rows before {day.isoformat()}"] if cursor.rowcount else []
+
+    def partitions(self) -> list[str]:
+        return []
+
+
+def _sqlite(row: SampleRow) -> list[Any]:
+    # Django keeps SQLite datetimes as naive UTC text; match it so ORM range filters compare right.
+    values: list[Any] = list(row)
+    values[1] = row[1].astimezone(UTC).replace(tzinfo=None).isoformat(" ")
+    return values
+
+
+def store() -> SampleStore:
+    return PostgresStore() if connection.vendor == "postgresql" else SqliteStore()
