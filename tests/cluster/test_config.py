@@ -1,0 +1,49 @@
+"""The rendered kwokctl config and node manifests, checked without a cluster."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import yaml
+
+from portal.localcluster.config import render_config
+from portal.localcluster.nodes import GpuNodeSpec, node_manifest
+
+
+def test_config_names_every_binary_by_absolute_path_and_binds_loopback(tmp_path: Path) -> None:
+    docs = list(yaml.safe_load_all(render_config(bin_dir=tmp_path)))
+
+    options = docs[0]["options"]
+    assert options["runtime"] == "binary"
+    assert options["bindAddress"] == "127.0.0.1"
+    for key in ("kubeApiserverBinary", "kubeControllerManagerBinary", "kubeSchedulerBinary", "etcdBinary"):
+        assert options[key].startswith(f"{tmp_path}/")
+    assert options["kwokControllerBinary"] == f"{tmp_path}/kwok"
+    assert Path(docs[1]["spec"]["logs"][0]["logsFile"]).is_absolute()
+
+
+def test_config_carries_the_complete_stage_set() -> None:
+    docs = list(yaml.safe_load_all(render_config(bin_dir=Path("/bin"))))
+
+    stages = {d["metadata"]["name"]: d for d in docs if d["kind"] == "Stage"}
+    assert set(stages) == {
+        "node-initialize",
+        "node-heartbeat-with-lease",
+        "pod-ready",
+        "pod-complete",
+        "pod-fail",
+        "pod-delete",
+    }
+    complete_keys = [e["key"] for e in stages["pod-complete"]["spec"]["selector"]["matchExpressions"]]
+    assert '.metadata.annotations["gpuportal.dev/exit-code"]' in complete_keys
+    assert stages["pod-complete"]["spec"]["delay"]["durationMilliseconds"] == 5000
+
+
+def test_gpu_node_advertises_whole_and_shared_gpus() -> None:
+    node = node_manifest("gpu-node-0", GpuNodeSpec(slices_per_gpu=4))
+
+    assert node["status"]["allocatable"]["nvidia.com/gpu"] == "4"
+    assert node["status"]["capacity"]["nvidia.com/gpu.shared"] == "16"
+    assert node["status"]["addresses"][0] == {"type": "InternalIP", "address": "127.0.0.1"}
+    assert node["metadata"]["labels"]["nvidia.com/gpu.present"] == "true"
+    assert "taints" not in node["spec"]
