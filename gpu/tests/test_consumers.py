@@ -1,0 +1,102 @@
+"""Cluster and node streams through the full ASGI app, the real Redis pub/sub layer and real sessions."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from datetime import UTC, datetime
+
+import pytest
+from asgiref.sync import sync_to_async
+
+from gpu import broadcast
+from gpu.ingest import frame, parse_batch
+from gpu.models import Gpu, Node
+from gpu.tests.factories import batch, make_gpus, make_node, sample
+from gpu.tests.ws import connect, receive_type
+from tests.fixtures.personas import World
+
+pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.asyncio]
+
+
+def publish(node: Node, gpus: list[Gpu], specs: list[dict[str, object]]) -> None:
+    """What ingest does after commit: push the newest frame of each GPU."""
+    now = datetime.now(UTC)
+    _, samples = parse_batch(
+        batch(node.name, [sample(g.uuid, now, **s) for g, s in zip(gpus, specs)]), now=now
+    )  # type: ignore[arg-type]
+    broadcast.samples_published(
+        node=node.name, frames=[frame(g, node.name, s) for g, s in zip(gpus, samples)]
+    )
+
+
+@pytest.fixture
+def cluster(world: World) -> tuple[Node, list[Gpu]]:
+    node = make_node("gpu-node-7")
+    return node, make_gpus(node, 2)
+
+
+async def test_anonymous_sockets_are_refused(cluster: tuple[Node, list[Gpu]]) -> None:
+    for path in ("/ws/cluster/", "/ws/nodes/gpu-node-7/"):
+        communicator, connected = await connect(path, None)
+        assert not connected
+        await communicator.disconnect()
+
+
+async def test_an_unknown_node_is_refused(world: World, cluster: tuple[Node, list[Gpu]]) -> None:
+    communicator, connected = await connect("/ws/nodes/no-such-node/", world.admin)
+    assert not connected
+
+
+async def test_operators_see_every_gpu_in_full(world: World, cluster: tuple[Node, list[Gpu]]) -> None:
+    node, gpus = cluster
+    communicator, connected = await connect("/ws/cluster/", world.admin)
+    assert connected
+    await receive_type(communicator, "gpu.samples")  # the snapshot
+    await sync_to_async(publish)(
+        node, gpus, [{"util": 77, "namespace": "gp-beta", "pod": "job-b-0"}, {"util": 5}]
+    )
+    message = await receive_type(communicator, "gpu.samples")
+    first = message["gpus"][gpus[0].uuid]
+    assert first["util_gpu"] == 77
+    assert first["processes"][0]["pod_name"] == "job-b-0"
+    await communicator.disconnect()
+
+
+async def test_a_user_sees_full_detail_only_for_gpus_running_their_projects(
+    world: World, cluster: tuple[Node, list[Gpu]]
+) -> None:
+    node, gpus = cluster
+    communicator, connected = await connect("/ws/nodes/gpu-node-7/", world.member)  # bob, in alpha
+    assert connected
+    await receive_type(communicator, "gpu.samples")
+    await sync_to_async(publish)(node, gpus, [
+        {"util": 90, "namespace": "gp-alpha", "pod": "job-a-0"}, {"util": 60, "namespace": "gp-beta", "pod": "job-b-0"},
+    ])  # fmt: skip
+    message = await receive_type(communicator, "gpu.samples")
+    mine, foreign = message["gpus"][gpus[0].uuid], message["gpus"][gpus[1].uuid]
+    assert mine["util_gpu"] == 90
+    assert [p["pod_name"] for p in mine["processes"]] == ["job-a-0"]
+    assert foreign["redacted"] is True
+    assert foreign["busy"] is True
+    assert "util_gpu" not in foreign
+    assert "processes" not in foreign
+    await communicator.disconnect()
+
+
+async def test_frames_are_coalesced_to_one_per_second(world: World, cluster: tuple[Node, list[Gpu]]) -> None:
+    node, gpus = cluster
+    communicator, connected = await connect("/ws/nodes/gpu-node-7/", world.admin)
+    assert connected
+    await receive_type(communicator, "gpu.samples")
+    for util in (10, 20, 30, 40):
+        await sync_to_async(publish)(node, gpus[:1], [{"util": util}])
+        await asyncio.sleep(0.05)
+    first = await receive_type(communicator, "gpu.samples")
+    t_first = time.monotonic()
+    second = await receive_type(communicator, "gpu.samples")
+    assert time.monotonic() - t_first >= 0.8
+    assert first["gpus"][gpus[0].uuid]["util_gpu"] == 10
+    assert second["gpus"][gpus[0].uuid]["util_gpu"] == 40
+    assert await communicator.receive_nothing(timeout=1.2)
+    await communicator.disconnect()
