@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import contextlib
 import logging
 import os
 import signal
@@ -21,11 +22,19 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     env = os.environ.get
     p = argparse.ArgumentParser(prog="python -m plugin", description=__doc__)
     backend.add_arguments(p)
-    p.add_argument("--plugin-dir", type=Path, default=Path(env("GPU_PORTAL_PLUGIN_DIR", str(DEFAULT_PLUGIN_DIR))))
+    p.add_argument(
+        "--plugin-dir", type=Path, default=Path(env("GPU_PORTAL_PLUGIN_DIR", str(DEFAULT_PLUGIN_DIR)))
+    )
     p.add_argument("--config-file", type=Path, default=env("GPU_PORTAL_SHARING_CONFIG"))
     p.add_argument("--slices-per-gpu", type=int, default=int(env("GPU_PORTAL_SLICES_PER_GPU", "4")))
-    p.add_argument("--default-mode", choices=["exclusive", "shared"], default=env("GPU_PORTAL_DEFAULT_MODE", "exclusive"))
-    p.add_argument("--pod-resources-socket", type=Path, default=Path(env("GPU_PORTAL_POD_RESOURCES", str(DEFAULT_SOCKET))))
+    p.add_argument(
+        "--default-mode", choices=["exclusive", "shared"], default=env("GPU_PORTAL_DEFAULT_MODE", "exclusive")
+    )
+    p.add_argument(
+        "--pod-resources-socket",
+        type=Path,
+        default=Path(env("GPU_PORTAL_POD_RESOURCES", str(DEFAULT_SOCKET))),
+    )
     p.add_argument("--mps-root", type=Path, default=Path(env("GPU_PORTAL_MPS_ROOT", "/run/gpu-portal/mps")))
     p.add_argument("--recovery-s", type=float, default=float(env("GPU_PORTAL_RECOVERY_S", "300")))
     p.add_argument("--log-level", default=env("GPU_PORTAL_LOG_LEVEL", "INFO"))
@@ -63,10 +72,8 @@ def main(argv: list[str] | None = None) -> int:
     daemon = PluginDaemon(lib, cfg, on_grant=None if sim is None else _feedback(sim))
     signal.signal(signal.SIGTERM, lambda *_: daemon.request_stop())
     daemon.start()
-    try:
+    with contextlib.suppress(KeyboardInterrupt):
         daemon.wait()
-    except KeyboardInterrupt:
-        pass
     daemon.stop()
     return 0
 

@@ -29,7 +29,7 @@ def preferred_whole(
     if math.comb(len(rest), need) > MAX_COMBINATIONS:
         return _greedy(chosen, rest, need, distance)
 
-    def cost(extra: tuple[str, ...]) -> int:
+    def cost(extra: Iterable[str]) -> int:
         return sum(distance(a, b) for a, b in itertools.combinations(chosen + list(extra), 2))
 
     return chosen + list(min(itertools.combinations(rest, need), key=cost))
@@ -59,7 +59,9 @@ def preferred_slices(available: Sequence[str], must: Sequence[str], size: int) -
         need -= len(take)
     while need > 0 and free:
         fits = [u for u, ids in free.items() if len(ids) >= need]
-        uuid = min(fits, key=lambda u: (len(free[u]), u)) if fits else max(free, key=lambda u: (len(free[u]), u))
+        uuid = (
+            min(fits, key=lambda u: (len(free[u]), u)) if fits else max(free, key=lambda u: (len(free[u]), u))
+        )
         take = free.pop(uuid)[:need]
         chosen += take
         need -= len(take)
@@ -116,7 +118,9 @@ def grant_shared(shares: Sequence[SharedShare], device_ids: Iterable[str], mps_h
         "CUDA_MPS_PINNED_DEVICE_MEM_LIMIT": ",".join(f"{s.uuid}={s.mem_limit_mib}M" for s in ordered),
         "GPU_PORTAL_MPS_THREAD_PERCENTAGES": ",".join(f"{s.uuid}={s.thread_pct}" for s in ordered),
     }
-    mounts = [(f"{CONTAINER_MPS_ROOT}/{s.uuid}/pipe", f"{mps_host_root}/{s.uuid}/pipe", False) for s in ordered]
+    mounts = [
+        (f"{CONTAINER_MPS_ROOT}/{s.uuid}/pipe", f"{mps_host_root}/{s.uuid}/pipe", False) for s in ordered
+    ]
     mounts += [(f"{CONTAINER_MPS_ROOT}/{s.uuid}/log", f"{mps_host_root}/{s.uuid}/log", True) for s in ordered]
     mounts.append(("/dev/shm", f"{mps_host_root}/shm", False))  # noqa: S108 - MPS talks through shm
     return Grant(envs=envs, mounts=mounts)

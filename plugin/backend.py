@@ -17,7 +17,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--sim-model", default=env("GPU_PORTAL_SIM_MODEL", "NVIDIA GeForce RTX 5090"))
     parser.add_argument("--sim-seed", default=env("GPU_PORTAL_SIM_SEED", os.uname().nodename))
     parser.add_argument(
-        "--sim-call-cost-us", type=float, default=float(env("GPU_PORTAL_SIM_CALL_COST_US", "100")),
+        "--sim-call-cost-us",
+        type=float,
+        default=float(env("GPU_PORTAL_SIM_CALL_COST_US", "100")),
         help="CPU cost of one simulated NVML call",
     )
 

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import json
 import logging
-import os
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -67,7 +66,7 @@ class ConfigFile:
         if self.path is None:
             return False
         try:
-            st = os.stat(self.path)
+            st = self.path.stat()
         except FileNotFoundError:
             stamp = None
         else:
@@ -78,7 +77,8 @@ class ConfigFile:
         return self._load() if stamp else self._replace({})
 
     def _load(self) -> bool:
-        assert self.path is not None
+        if self.path is None:
+            return False
         try:
             modes = parse(self.path.read_text(), default=self.default)
         except (OSError, ValueError) as exc:

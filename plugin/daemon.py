@@ -69,9 +69,13 @@ class PluginDaemon:
         self.config.poll()
         # At start-up nothing of ours is known to be running, so the configured modes apply directly.
         self.state = NodeState(
-            self.node, {g.uuid: self.config.mode_for(g.uuid) for g in self.node.gpus}, busy_grace_s=cfg.busy_grace_s
+            self.node,
+            {g.uuid: self.config.mode_for(g.uuid) for g in self.node.gpus},
+            busy_grace_s=cfg.busy_grace_s,
         )
-        self.health = HealthMonitor(lib, [g.uuid for g in self.node.gpus], self.state.set_health, recovery_s=cfg.recovery_s)
+        self.health = HealthMonitor(
+            lib, [g.uuid for g in self.node.gpus], self.state.set_health, recovery_s=cfg.recovery_s
+        )
         self.mps = MpsSupervisor(cfg.mps_root, cfg.mps_command, on_change=self.state.set_mps_down)
         self.resources = {
             name: _Resource(name, SocketServer(cfg.plugin_dir / sock, self._servicer(name, on_grant)))
@@ -139,7 +143,13 @@ class PluginDaemon:
         ident = self.watch.identity()
         try:
             self_dial(res.server.path)
-            register(self.watch.path, endpoint=res.server.path.name, resource=res.name, options=OPTIONS, timeout_s=2)
+            register(
+                self.watch.path,
+                endpoint=res.server.path.name,
+                resource=res.name,
+                options=OPTIONS,
+                timeout_s=2,
+            )
         except grpc.RpcError as exc:
             res.backoff = min(2.0, max(0.25, res.backoff * 2))  # short cap: re-registration budget is 5 s
             res.next_try = now + res.backoff

@@ -11,6 +11,7 @@ is failing every GPU's clock is re-armed, so recovery after an outage also waits
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import threading
 import time
@@ -141,10 +142,9 @@ class HealthMonitor:
 
     def _drop_set(self) -> None:
         if self._set is not None:
-            try:
+            # The library is failing anyway; a new set is made once it is back.
+            with contextlib.suppress(nvml.NVMLError):
                 self.lib.nvmlEventSetFree(self._set)
-            except nvml.NVMLError:
-                pass  # the library is failing anyway; a new set is made once it is back
             self._set = None
 
     def _handle(self, event: Any) -> None:

@@ -115,7 +115,9 @@ class MpsSupervisor:
                 d.backoff = 0.0  # ran long enough: the next crash restarts at once again
             return
         if d.proc is not None:  # it was running and died
-            log.warning("MPS daemon for %s exited with %s; restart in %.1fs", d.uuid, d.proc.returncode, d.backoff)
+            log.warning(
+                "MPS daemon for %s exited with %s; restart in %.1fs", d.uuid, d.proc.returncode, d.backoff
+            )
             d.proc = None
             d.not_before = now + d.backoff
             d.backoff = min(self.backoff_max_s, max(self.backoff_initial_s, d.backoff * 2))

@@ -8,7 +8,6 @@ the 5 s budget.
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
 
 import grpc
@@ -22,12 +21,19 @@ DEFAULT_PLUGIN_DIR = Path("/var/lib/kubelet/device-plugins")
 
 
 def register(
-    kubelet_socket: Path, *, endpoint: str, resource: str, options: pb.DevicePluginOptions, timeout_s: float = 5.0
+    kubelet_socket: Path,
+    *,
+    endpoint: str,
+    resource: str,
+    options: pb.DevicePluginOptions,
+    timeout_s: float = 5.0,
 ) -> None:
     """One Register call; raises grpc.RpcError when the kubelet is not (yet) there or refuses us."""
     with grpc.insecure_channel(f"unix://{kubelet_socket}") as channel:
         pb_grpc.RegistrationStub(channel).Register(
-            pb.RegisterRequest(version=API_VERSION, endpoint=endpoint, resource_name=resource, options=options),
+            pb.RegisterRequest(
+                version=API_VERSION, endpoint=endpoint, resource_name=resource, options=options
+            ),
             timeout=timeout_s,
         )
 
@@ -46,7 +52,7 @@ class KubeletSocketWatch:
 
     def identity(self) -> tuple[int, int] | None:
         try:
-            st = os.stat(self.path)
+            st = self.path.stat()
         except FileNotFoundError:
             return None
         return st.st_ino, st.st_ctime_ns

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import logging
-import os
 from collections.abc import Callable, Iterator
 from concurrent import futures
 from pathlib import Path
@@ -34,16 +33,22 @@ def to_response(grant: allocator.Grant) -> pb.ContainerAllocateResponse:
 
 
 class DevicePluginServicer(pb_grpc.DevicePluginServicer):
-    def __init__(self, resource: str, state: NodeState, *, mps_host_root: str, on_grant: OnGrant | None) -> None:
+    def __init__(
+        self, resource: str, state: NodeState, *, mps_host_root: str, on_grant: OnGrant | None
+    ) -> None:
         self.resource = resource
         self.state = state
         self.mps_host_root = mps_host_root
         self.on_grant = on_grant
 
-    def GetDevicePluginOptions(self, request: pb.Empty, context: grpc.ServicerContext) -> pb.DevicePluginOptions:
+    def GetDevicePluginOptions(
+        self, request: pb.Empty, context: grpc.ServicerContext
+    ) -> pb.DevicePluginOptions:
         return pb.DevicePluginOptions(pre_start_required=False, get_preferred_allocation_available=True)
 
-    def ListAndWatch(self, request: pb.Empty, context: grpc.ServicerContext) -> Iterator[pb.ListAndWatchResponse]:
+    def ListAndWatch(
+        self, request: pb.Empty, context: grpc.ServicerContext
+    ) -> Iterator[pb.ListAndWatchResponse]:
         """Full list first, then the full list again after every change, until the kubelet hangs up."""
         version, views = self.state.devices(self.resource)
         yield pb.ListAndWatchResponse(devices=[to_device(v) for v in views])
@@ -61,7 +66,11 @@ class DevicePluginServicer(pb_grpc.DevicePluginServicer):
     ) -> pb.PreferredAllocationResponse:
         out = []
         for req in request.container_requests:
-            avail, must, size = list(req.available_deviceIDs), list(req.must_include_deviceIDs), req.allocation_size
+            avail, must, size = (
+                list(req.available_deviceIDs),
+                list(req.must_include_deviceIDs),
+                req.allocation_size,
+            )
             if self.resource == RESOURCE_SHARED:
                 ids = allocator.preferred_slices(avail, must, size)
             else:
@@ -76,7 +85,9 @@ class DevicePluginServicer(pb_grpc.DevicePluginServicer):
                 responses.append(to_response(self._grant(list(req.devices_ids))))
             except AllocationError as exc:
                 log.warning("Allocate %s refused: %s", self.resource, exc)
-                code = grpc.StatusCode.FAILED_PRECONDITION if exc.unhealthy else grpc.StatusCode.INVALID_ARGUMENT
+                code = (
+                    grpc.StatusCode.FAILED_PRECONDITION if exc.unhealthy else grpc.StatusCode.INVALID_ARGUMENT
+                )
                 context.abort(code, str(exc))
         return pb.AllocateResponse(container_responses=responses)
 
@@ -107,16 +118,19 @@ class SocketServer:
         self.servicer = servicer
         self.max_workers = max_workers
         self._server: grpc.Server | None = None
+        self.inode = 0
 
     def start(self) -> None:
         self.stop()
         self.path.unlink(missing_ok=True)
-        server = grpc.server(futures.ThreadPoolExecutor(max_workers=self.max_workers, thread_name_prefix="dp"))
+        server = grpc.server(
+            futures.ThreadPoolExecutor(max_workers=self.max_workers, thread_name_prefix="dp")
+        )
         pb_grpc.add_DevicePluginServicer_to_server(self.servicer, server)
         server.add_insecure_port(f"unix://{self.path}")
         server.start()
         self._server = server
-        self.inode = os.stat(self.path).st_ino
+        self.inode = self.path.stat().st_ino
 
     def stop(self) -> None:
         if self._server is not None:
@@ -126,6 +140,6 @@ class SocketServer:
     def socket_present(self) -> bool:
         """False when the kubelet wiped our socket (it does on restart)."""
         try:
-            return os.stat(self.path).st_ino == self.inode
+            return self.path.stat().st_ino == self.inode
         except FileNotFoundError:
             return False

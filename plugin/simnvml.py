@@ -11,6 +11,7 @@ import threading
 import time
 from collections import deque
 from dataclasses import dataclass, field
+
 import pynvml
 
 from plugin import nvml
@@ -55,20 +56,20 @@ class SimUtil:
 
 @dataclass(frozen=True)
 class SimPci:
-    busId: str  # noqa: N815 - pynvml's field name
+    busId: str
 
 
 @dataclass(frozen=True)
 class SimProcess:
     pid: int
-    usedGpuMemory: int  # noqa: N815 - pynvml's field name
+    usedGpuMemory: int
 
 
 @dataclass(frozen=True)
 class SimEvent:
     device: SimHandle
-    eventType: int  # noqa: N815
-    eventData: int  # noqa: N815
+    eventType: int
+    eventData: int
 
 
 @dataclass(eq=False)  # identity semantics: two empty sets are still different sets
@@ -169,7 +170,8 @@ class SimNvml:
 
     def _gpu(self, handle: SimHandle) -> SimGpu:
         gpu = self._call(handle)
-        assert gpu is not None
+        if gpu is None:  # only when called without a handle, which _gpu never does
+            raise pynvml.NVMLError(pynvml.NVML_ERROR_INVALID_ARGUMENT)
         return gpu
 
     # -- the pynvml subset ------------------------------------------------------------------------
@@ -248,7 +250,9 @@ class SimNvml:
     def nvmlDeviceGetP2PStatus(self, a: SimHandle, b: SimHandle, index: int) -> int:
         self._call()
         linked = frozenset((a.index, b.index)) in self.nvlink_pairs
-        return nvml.P2P_OK if linked and index == nvml.P2P_NVLINK else int(pynvml.NVML_P2P_STATUS_NOT_SUPPORTED)
+        return (
+            nvml.P2P_OK if linked and index == nvml.P2P_NVLINK else int(pynvml.NVML_P2P_STATUS_NOT_SUPPORTED)
+        )
 
     def nvmlEventSetCreate(self) -> _EventSet:
         self._call()
@@ -282,4 +286,3 @@ def as_lib(sim: SimNvml) -> nvml.NvmlLib:
     """Typed view of the simulation as the Protocol (checked structurally by mypy)."""
     lib: nvml.NvmlLib = sim
     return lib
-

@@ -95,7 +95,9 @@ class NodeState:
                 self._mps_down = new
                 self._bump()
 
-    def apply_modes(self, desired: Callable[[str], Mode], busy: set[str] | None) -> tuple[list[str], list[str]]:
+    def apply_modes(
+        self, desired: Callable[[str], Mode], busy: set[str] | None
+    ) -> tuple[list[str], list[str]]:
         """Switch each GPU to its desired mode only when nothing holds it. `busy` None = usage unknown,
         so nothing switches (a GPU in use must never change under a running container)."""
         switched, pending = [], []
@@ -154,7 +156,9 @@ class NodeState:
             mode = self._modes[uuid]
             if mode.shared != shared or (n is None) == shared or (n is not None and n >= mode.slices):
                 raise AllocationError(f"device {dev} is not offered by this resource")
-            reason = self._unhealthy.get(uuid) or ("mps daemon down" if shared and uuid in self._mps_down else None)
+            reason = self._unhealthy.get(uuid) or (
+                "mps daemon down" if shared and uuid in self._mps_down else None
+            )
         if reason:
             raise AllocationError(f"device {dev} is unhealthy: {reason}", unhealthy=True)
         return gpu, n

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import contextlib
 import logging
 import os
 import signal
@@ -33,7 +34,11 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     p.add_argument("--metrics-port", type=int, default=int(env("GPU_PORTAL_METRICS_PORT", "9400")))
     p.add_argument("--buffer-max", type=int, default=int(env("GPU_PORTAL_BUFFER_MAX", "100000")))
     p.add_argument("--proc-root", type=Path, default=Path(env("GPU_PORTAL_PROC_ROOT", "/proc")))
-    p.add_argument("--pod-resources-socket", type=Path, default=Path(env("GPU_PORTAL_POD_RESOURCES", str(DEFAULT_SOCKET))))
+    p.add_argument(
+        "--pod-resources-socket",
+        type=Path,
+        default=Path(env("GPU_PORTAL_POD_RESOURCES", str(DEFAULT_SOCKET))),
+    )
     p.add_argument("--log-level", default=env("GPU_PORTAL_LOG_LEVEL", "INFO"))
     return p.parse_args(argv)
 
@@ -46,7 +51,12 @@ def build(args: argparse.Namespace, lib: nvml.NvmlLib) -> Agent:
         token = args.token_file.read_text().strip() if args.token_file else ""
         client = httpx.Client(timeout=10.0, verify=args.ca_file or True)
         sender = Sender(
-            buffer, portal_url=args.portal_url, token=token, node=args.node_name, agent_version=VERSION, client=client
+            buffer,
+            portal_url=args.portal_url,
+            token=token,
+            node=args.node_name,
+            agent_version=VERSION,
+            client=client,
         )
     else:
         logging.warning("no --portal-url: serving /metrics only")
@@ -67,10 +77,8 @@ def main(argv: list[str] | None = None) -> int:
         agent.metrics.serve(args.metrics_port)
     signal.signal(signal.SIGTERM, lambda *_: agent.request_stop())
     agent.start()
-    try:
+    with contextlib.suppress(KeyboardInterrupt):
         agent.wait()
-    except KeyboardInterrupt:
-        pass
     agent.stop()
     return 0
 

@@ -52,7 +52,8 @@ class Attributor:
             self._fetch()
 
     def _fetch(self) -> None:
-        assert self.socket is not None
+        if self.socket is None:
+            return
         self._fetched_at = time.monotonic()
         try:
             self._holders = podresources.list_holders(self.socket)

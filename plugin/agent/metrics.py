@@ -27,17 +27,30 @@ class AgentMetrics:
         self.registry = CollectorRegistry()
         self.hostname = hostname
         self.names = names
-        self.gauges = {m: Gauge(m, h, GPU_LABELS, registry=self.registry) for m, (_, h) in DCGM_FIELDS.items()}
-        self.fb_free = Gauge("DCGM_FI_DEV_FB_FREE", "Framebuffer memory free (in MiB).", GPU_LABELS, registry=self.registry)
-        self.xid = Gauge("DCGM_FI_DEV_XID_ERRORS", "Value of the last XID error encountered.", GPU_LABELS, registry=self.registry)
+        self.gauges = {
+            m: Gauge(m, h, GPU_LABELS, registry=self.registry) for m, (_, h) in DCGM_FIELDS.items()
+        }
+        self.fb_free = Gauge(
+            "DCGM_FI_DEV_FB_FREE", "Framebuffer memory free (in MiB).", GPU_LABELS, registry=self.registry
+        )
+        self.xid = Gauge(
+            "DCGM_FI_DEV_XID_ERRORS",
+            "Value of the last XID error encountered.",
+            GPU_LABELS,
+            registry=self.registry,
+        )
         self.pod_mem = Gauge(
             "gpu_portal_pod_gpu_memory_used_mib",
             "GPU memory used by a pod's processes (MiB).",
             ("UUID", "namespace", "pod", "container"),
             registry=self.registry,
         )
-        self.buffered = Gauge("gpu_portal_agent_buffered_samples", "Samples waiting for the portal.", registry=self.registry)
-        self.dropped = Counter("gpu_portal_agent_dropped_samples", "Samples dropped (buffer full).", registry=self.registry)
+        self.buffered = Gauge(
+            "gpu_portal_agent_buffered_samples", "Samples waiting for the portal.", registry=self.registry
+        )
+        self.dropped = Counter(
+            "gpu_portal_agent_dropped_samples", "Samples dropped (buffer full).", registry=self.registry
+        )
         self._dropped_seen = 0
 
     def update(self, index_of: dict[str, int], samples: list[GpuSample], buffer: SampleBuffer) -> None:

@@ -15,7 +15,13 @@ log = logging.getLogger(__name__)
 
 class Agent:
     def __init__(
-        self, collector: Collector, buffer: SampleBuffer, sender: Sender | None, metrics: AgentMetrics, *, interval_s: float
+        self,
+        collector: Collector,
+        buffer: SampleBuffer,
+        sender: Sender | None,
+        metrics: AgentMetrics,
+        *,
+        interval_s: float,
     ) -> None:
         self.collector = collector
         self.buffer = buffer
@@ -66,7 +72,8 @@ class Agent:
             self._stop.wait(next_at - time.monotonic())
 
     def _send_loop(self) -> None:
-        assert self.sender is not None
+        if self.sender is None:
+            return
         while not self._stop.is_set():
             try:
                 delay = self.sender.send_once(self.interval_s)

@@ -69,11 +69,14 @@ class TestKubelet:
     # -- lifecycle ------------------------------------------------------------------------------
     def start(self) -> None:
         self.plugin_dir.mkdir(parents=True, exist_ok=True)
-        self._server = self._serve(self.socket, lambda s: pb_grpc.add_RegistrationServicer_to_server(_Reg(self), s))
+        self._server = self._serve(
+            self.socket, lambda s: pb_grpc.add_RegistrationServicer_to_server(_Reg(self), s)
+        )
         if self.pod_resources_socket is not None:
             self.pod_resources_socket.parent.mkdir(parents=True, exist_ok=True)
             self._pr_server = self._serve(
-                self.pod_resources_socket, lambda s: pr_grpc.add_PodResourcesListerServicer_to_server(_PodRes(self), s)
+                self.pod_resources_socket,
+                lambda s: pr_grpc.add_PodResourcesListerServicer_to_server(_PodRes(self), s),
             )
 
     @staticmethod
@@ -145,7 +148,8 @@ class TestKubelet:
             if not self._cond.wait_for(lambda: found() is not None, timeout):
                 raise TimeoutError(f"{resource} did not register within {timeout}s")
             reg = found()
-            assert reg is not None
+            if reg is None:  # cannot happen: wait_for returned True under the same lock
+                raise TimeoutError(resource)
             return reg
 
     def wait_devices(
@@ -160,7 +164,9 @@ class TestKubelet:
         with self._cond:
             if not self._cond.wait_for(ok, timeout):
                 conn = self.conns.get(resource)
-                raise TimeoutError(f"{resource}: condition not met; last list {conn.devices if conn else None}")
+                raise TimeoutError(
+                    f"{resource}: condition not met; last list {conn.devices if conn else None}"
+                )
             return dict(self.conns[resource].devices)
 
     def devices(self, resource: str) -> dict[str, str]:
@@ -242,5 +248,21 @@ class _PodRes(pr_grpc.PodResourcesListerServicer):
     def __init__(self, kubelet: TestKubelet) -> None:
         self.kubelet = kubelet
 
-    def List(self, request: pr.ListPodResourcesRequest, context: grpc.ServicerContext) -> pr.ListPodResourcesResponse:
+    def List(
+        self, request: pr.ListPodResourcesRequest, context: grpc.ServicerContext
+    ) -> pr.ListPodResourcesResponse:
         return self.kubelet.pod_resources()
+
+    def GetAllocatableResources(
+        self, request: pr.AllocatableResourcesRequest, context: grpc.ServicerContext
+    ) -> pr.AllocatableResourcesResponse:
+        return pr.AllocatableResourcesResponse()
+
+    def Get(
+        self, request: pr.GetPodResourcesRequest, context: grpc.ServicerContext
+    ) -> pr.GetPodResourcesResponse:
+        for pod in self.kubelet.pod_resources().pod_resources:
+            if (pod.namespace, pod.name) == (request.pod_namespace, request.pod_name):
+                return pr.GetPodResourcesResponse(pod_resources=pod)
+        context.abort(grpc.StatusCode.NOT_FOUND, "no such pod")
+        raise AssertionError("unreachable: abort raises")

@@ -22,7 +22,7 @@ RESOURCES = (RESOURCE_GPU, RESOURCE_SHARED)
 @pytest.fixture
 def short_dir() -> Iterator[Path]:
     """Unix socket paths must stay under ~107 bytes, so not pytest's long tmp_path."""
-    path = Path(tempfile.mkdtemp(prefix="gp-", dir="/tmp"))  # noqa: S108
+    path = Path(tempfile.mkdtemp(prefix="gp-", dir="/tmp"))
     yield path
     shutil.rmtree(path, ignore_errors=True)
 

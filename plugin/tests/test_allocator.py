@@ -4,12 +4,14 @@ from __future__ import annotations
 
 import re
 from collections import Counter, defaultdict
+from typing import cast
 
 import grpc
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from plugin import allocator
+from plugin._proto import deviceplugin_pb2 as pb
 from plugin.config import EXCLUSIVE, Mode
 from plugin.devices import RESOURCE_GPU, RESOURCE_SHARED, discover
 from plugin.server import DevicePluginServicer
@@ -26,7 +28,10 @@ class _Sim:
     def __init__(self, modes: list[Mode]) -> None:
         self.node = discover(SimNvml(default_gpus(len(modes)), call_cost_s=0))
         self.state = NodeState(self.node, {g.uuid: m for g, m in zip(self.node.gpus, modes, strict=True)})
-        self.servicers = {r: DevicePluginServicer(r, self.state, mps_host_root="/m", on_grant=None) for r in (RESOURCE_GPU, RESOURCE_SHARED)}
+        self.servicers = {
+            r: DevicePluginServicer(r, self.state, mps_host_root="/m", on_grant=None)
+            for r in (RESOURCE_GPU, RESOURCE_SHARED)
+        }
         self.held: set[str] = set()
         self.grants: list[tuple[str, list[str], allocator.Grant]] = []
 
@@ -71,7 +76,9 @@ def _check_totals(sim: _Sim) -> None:
 
 @settings(max_examples=150, deadline=None)
 @given(modes=st.lists(modes_st, min_size=1, max_size=8), data=st.data())
-def test_grants_never_overlap_overcommit_or_use_relative_indices(modes: list[Mode], data: st.DataObject) -> None:
+def test_grants_never_overlap_overcommit_or_use_relative_indices(
+    modes: list[Mode], data: st.DataObject
+) -> None:
     sim = _Sim(modes)
     uuids = {g.uuid for g in sim.node.gpus}
     for _ in range(data.draw(st.integers(1, 15))):
@@ -82,9 +89,10 @@ def test_grants_never_overlap_overcommit_or_use_relative_indices(modes: list[Mod
         size = data.draw(st.integers(1, len(free)))
         if data.draw(st.booleans()):  # the kubelet follows our hint ...
             must = data.draw(st.lists(st.sampled_from(free), max_size=size, unique=True))
-            ids = sim.servicers[resource].GetPreferredAllocation(_pref(free, must, size), _NoContext()).container_responses[0].deviceIDs
-            assert len(ids) == size and set(must) <= set(ids) <= set(free)
-            ids = list(ids)
+            resp = sim.servicers[resource].GetPreferredAllocation(_pref(free, must, size), _NO_CONTEXT)
+            ids = list(resp.container_responses[0].deviceIDs)
+            assert len(ids) == size
+            assert set(must) <= set(ids) <= set(free)
         else:  # ... or does not (it is only a hint)
             ids = data.draw(st.lists(st.sampled_from(free), min_size=size, max_size=size, unique=True))
         sim.allocate(resource, ids)
@@ -92,17 +100,22 @@ def test_grants_never_overlap_overcommit_or_use_relative_indices(modes: list[Mod
     _check_totals(sim)
 
 
-def _pref(free: list[str], must: list[str], size: int) -> object:
-    from plugin._proto import deviceplugin_pb2 as pb
-
+def _pref(free: list[str], must: list[str], size: int) -> pb.PreferredAllocationRequest:
     return pb.PreferredAllocationRequest(
-        container_requests=[pb.ContainerPreferredAllocationRequest(available_deviceIDs=free, must_include_deviceIDs=must, allocation_size=size)]
+        container_requests=[
+            pb.ContainerPreferredAllocationRequest(
+                available_deviceIDs=free, must_include_deviceIDs=must, allocation_size=size
+            )
+        ]
     )
 
 
 class _NoContext:
     def abort(self, code: grpc.StatusCode, details: str) -> None:
         raise AllocationError(details)
+
+
+_NO_CONTEXT = cast("grpc.ServicerContext", _NoContext())
 
 
 def test_a_request_larger_than_one_gpu_spreads_best_fit_with_per_gpu_limits() -> None:

@@ -32,7 +32,9 @@ def test_it_hands_out_whole_gpus_by_uuid(make_daemon: MakeDaemon, kubelet: TestK
     assert resp.envs["CUDA_VISIBLE_DEVICES"] == resp.envs["NVIDIA_VISIBLE_DEVICES"]
 
 
-def test_it_prefers_gpus_on_the_same_pcie_switch(make_daemon: MakeDaemon, kubelet: TestKubelet, sim: SimNvml) -> None:
+def test_it_prefers_gpus_on_the_same_pcie_switch(
+    make_daemon: MakeDaemon, kubelet: TestKubelet, sim: SimNvml
+) -> None:
     make_daemon()
     devs = kubelet.wait_devices(RESOURCE_GPU, lambda d: len(d) == 4)
     uuids = [g.uuid for g in sim.gpus]
@@ -41,7 +43,9 @@ def test_it_prefers_gpus_on_the_same_pcie_switch(make_daemon: MakeDaemon, kubele
     assert len(devs) == 4
 
 
-def test_it_gives_k_over_n_of_a_shared_gpu(make_daemon: MakeDaemon, kubelet: TestKubelet, sim: SimNvml) -> None:
+def test_it_gives_k_over_n_of_a_shared_gpu(
+    make_daemon: MakeDaemon, kubelet: TestKubelet, sim: SimNvml
+) -> None:
     gpu = sim.gpus[0]
     make_daemon({gpu.uuid: {"mode": "shared", "slices": 4}})
     kubelet.wait_devices(RESOURCE_SHARED, lambda d: len(d) == 4)

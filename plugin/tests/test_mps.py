@@ -23,7 +23,9 @@ def _until(cond: Callable[[], bool], timeout: float = 10.0) -> None:
         time.sleep(0.05)
 
 
-def test_a_killed_stand_in_daemon_is_restarted(make_daemon: MakeDaemon, kubelet: TestKubelet, sim: SimNvml) -> None:
+def test_a_killed_stand_in_daemon_is_restarted(
+    make_daemon: MakeDaemon, kubelet: TestKubelet, sim: SimNvml
+) -> None:
     uuid = sim.gpus[1].uuid
     daemon = make_daemon({uuid: {"mode": "shared", "slices": 2}})
     _until(lambda: daemon.mps.pid(uuid) is not None)
@@ -37,7 +39,9 @@ def test_a_killed_stand_in_daemon_is_restarted(make_daemon: MakeDaemon, kubelet:
 
 
 def test_a_crash_looping_daemon_backs_off(short_dir: Path) -> None:
-    sup = MpsSupervisor(short_dir, [sys.executable, "-c", "pass"], backoff_initial_s=0.2, backoff_max_s=0.8, tick_s=0.05)
+    sup = MpsSupervisor(
+        short_dir, [sys.executable, "-c", "pass"], backoff_initial_s=0.2, backoff_max_s=0.8, tick_s=0.05
+    )
     sup.start()
     try:
         sup.ensure({"GPU-x"})

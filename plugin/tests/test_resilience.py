@@ -42,7 +42,9 @@ def test_it_reregisters_within_5s_after_each_of_20_kubelet_restarts(
 
 
 @pytest.mark.slow
-def test_it_reregisters_when_the_kubelet_returns_after_60s_away(make_daemon: MakeDaemon, kubelet: TestKubelet) -> None:
+def test_it_reregisters_when_the_kubelet_returns_after_60s_away(
+    make_daemon: MakeDaemon, kubelet: TestKubelet
+) -> None:
     make_daemon()
     kubelet.stop()
     time.sleep(60)
@@ -76,7 +78,9 @@ def test_a_critical_xid_on_a_shared_gpu_marks_every_slice_unhealthy(
     make_daemon({shared: {"mode": "shared", "slices": 4}}, recovery_s=600)
     kubelet.wait_devices(RESOURCE_SHARED, lambda d: len(d) == 4 and set(d.values()) == {"Healthy"})
     sim.inject_dbe(shared)
-    kubelet.wait_devices(RESOURCE_SHARED, lambda d: set(d.values()) == {"Unhealthy"}, timeout=UNHEALTHY_BUDGET_S)
+    kubelet.wait_devices(
+        RESOURCE_SHARED, lambda d: set(d.values()) == {"Unhealthy"}, timeout=UNHEALTHY_BUDGET_S
+    )
 
 
 def test_an_nvml_failure_reports_every_gpu_unhealthy_then_recovers_after_a_clean_interval(
@@ -116,7 +120,9 @@ def test_allocate_refuses_ids_it_does_not_offer(
     assert err.value.code() == grpc.StatusCode.INVALID_ARGUMENT
 
 
-def test_allocate_refuses_an_unhealthy_gpu(make_daemon: MakeDaemon, kubelet: TestKubelet, sim: SimNvml) -> None:
+def test_allocate_refuses_an_unhealthy_gpu(
+    make_daemon: MakeDaemon, kubelet: TestKubelet, sim: SimNvml
+) -> None:
     make_daemon(recovery_s=600)
     bad = sim.gpus[1].uuid
     sim.inject_xid(bad, 62)

@@ -24,12 +24,17 @@ def _proc(root: Path, pid: int, cgroup: str, env: dict[str, str]) -> None:
 
 def test_pod_uid_is_read_from_cgroupfs_and_systemd_paths() -> None:
     assert pod_uid_from_cgroup(f"0::/kubepods/burstable/pod{UID_A}/abc\n") == UID_A
-    systemd = f"0::/kubepods.slice/kubepods-besteffort.slice/kubepods-besteffort-pod{UID_A.replace('-', '_')}.slice/cri-containerd-1.scope"
+    systemd = (
+        "0::/kubepods.slice/kubepods-besteffort.slice/"
+        f"kubepods-besteffort-pod{UID_A.replace('-', '_')}.slice/cri-containerd-1.scope"
+    )
     assert pod_uid_from_cgroup(systemd) == UID_A
     assert pod_uid_from_cgroup("0::/user.slice/user-1000.slice\n") is None
 
 
-def test_processes_are_attributed_to_their_pods_even_on_a_shared_gpu(short_dir: Path, kubelet: TestKubelet) -> None:
+def test_processes_are_attributed_to_their_pods_even_on_a_shared_gpu(
+    short_dir: Path, kubelet: TestKubelet
+) -> None:
     sim = SimNvml(call_cost_s=0)
     shared, whole = sim.gpus[0].uuid, sim.gpus[1].uuid
     kubelet.pods += [
@@ -48,13 +53,22 @@ def test_processes_are_attributed_to_their_pods_even_on_a_shared_gpu(short_dir: 
     samples = Collector(sim, Attributor(proc, kubelet.pod_resources_socket)).poll()
 
     got = {p["pid"]: p for s in samples for p in s["processes"]}
-    assert got[100] == {"pid": 100, "mem_used_mib": 4000, "pod_uid": UID_A, "pod_namespace": "team-a", "pod_name": "nb-a", "container": "main"}
+    assert got[100] == {
+        "pid": 100,
+        "mem_used_mib": 4000,
+        "pod_uid": UID_A,
+        "pod_namespace": "team-a",
+        "pod_name": "nb-a",
+        "container": "main",
+    }
     assert (got[200]["pod_uid"], got[200]["pod_name"], got[200]["container"]) == (UID_B, "nb-b", "work")
     assert (got[300]["pod_uid"], got[300]["pod_name"]) == (UID_C, "train")  # exclusive GPU: one holder
     assert got[400]["pod_uid"] is None
 
 
-def test_without_the_env_a_shared_gpu_process_keeps_its_uid_but_no_guessed_pod(short_dir: Path, kubelet: TestKubelet) -> None:
+def test_without_the_env_a_shared_gpu_process_keeps_its_uid_but_no_guessed_pod(
+    short_dir: Path, kubelet: TestKubelet
+) -> None:
     sim = SimNvml(call_cost_s=0)
     shared = sim.gpus[0].uuid
     kubelet.pods += [

@@ -39,7 +39,11 @@ class Portal:
                 assert self.path == INGEST_PATH
                 portal.auth.append(self.headers["Authorization"])
                 portal.bodies.append(body)
-                reply = {"accepted": len(body["samples"]), "duplicates": 0} if portal.status == 200 else {"errors": ["x"]}
+                reply: dict[str, object] = (
+                    {"accepted": len(body["samples"]), "duplicates": 0}
+                    if portal.status == 200
+                    else {"errors": ["x"]}
+                )
                 data = json.dumps(reply).encode()
                 self.send_response(portal.status)
                 self.send_header("Content-Length", str(len(data)))
@@ -75,8 +79,14 @@ def portal() -> Iterator[Portal]:
 def _sender(portal: Portal, buffer: SampleBuffer) -> Sender:
     client = httpx.Client(timeout=2.0)
     return Sender(
-        buffer, portal_url=f"http://127.0.0.1:{portal.port}", token="tok-1", node="node-a", agent_version="t",
-        client=client, backoff_initial_s=0.01, backoff_max_s=0.05,
+        buffer,
+        portal_url=f"http://127.0.0.1:{portal.port}",
+        token="tok-1",
+        node="node-a",
+        agent_version="t",
+        client=client,
+        backoff_initial_s=0.01,
+        backoff_max_s=0.05,
     )
 
 
@@ -84,7 +94,9 @@ def _collector(tmp: Path, gpus: int = 8) -> Collector:
     return Collector(SimNvml(default_gpus(gpus), call_cost_s=0), Attributor(tmp, None))
 
 
-def test_samples_wait_while_the_portal_is_down_and_arrive_once_in_order(portal: Portal, short_dir: Path) -> None:
+def test_samples_wait_while_the_portal_is_down_and_arrive_once_in_order(
+    portal: Portal, short_dir: Path
+) -> None:
     collector, buffer = _collector(short_dir), SampleBuffer(10_000)
     sender = _sender(portal, buffer)
     for _ in range(5):
@@ -111,7 +123,8 @@ def test_the_body_has_exactly_the_contract_fields(portal: Portal, short_dir: Pat
     assert set(portal.bodies[0]) == {"node", "agent_version", "samples"}
     assert set(sample) == set(GpuSample.__annotations__)
     assert set(sample["processes"][0]) == set(ProcessSample.__annotations__)
-    assert sample["ts"].endswith("Z") and len(sample["ts"]) == len("2026-11-30T12:00:00.123Z")
+    assert sample["ts"].endswith("Z")
+    assert len(sample["ts"]) == len("2026-11-30T12:00:00.123Z")
 
 
 def test_a_400_batch_is_dropped_and_never_retried(portal: Portal, short_dir: Path) -> None:
