@@ -22,12 +22,10 @@ pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.asyncio]
 def publish(node: Node, gpus: list[Gpu], specs: list[dict[str, object]]) -> None:
     """What ingest does after commit: push the newest frame of each GPU."""
     now = datetime.now(UTC)
-    _, samples = parse_batch(
-        batch(node.name, [sample(g.uuid, now, **s) for g, s in zip(gpus, specs)]), now=now
-    )  # type: ignore[arg-type]
-    broadcast.samples_published(
-        node=node.name, frames=[frame(g, node.name, s) for g, s in zip(gpus, samples)]
-    )
+    body = batch(node.name, [sample(g.uuid, now, **s) for g, s in zip(gpus, specs, strict=True)])  # type: ignore[arg-type]
+    _, samples = parse_batch(body, now=now)
+    frames = [frame(g, node.name, s) for g, s in zip(gpus, samples, strict=True)]
+    broadcast.samples_published(node=node.name, frames=frames)
 
 
 @pytest.fixture
@@ -44,7 +42,7 @@ async def test_anonymous_sockets_are_refused(cluster: tuple[Node, list[Gpu]]) ->
 
 
 async def test_an_unknown_node_is_refused(world: World, cluster: tuple[Node, list[Gpu]]) -> None:
-    communicator, connected = await connect("/ws/nodes/no-such-node/", world.admin)
+    _, connected = await connect("/ws/nodes/no-such-node/", world.admin)
     assert not connected
 
 
@@ -70,9 +68,11 @@ async def test_a_user_sees_full_detail_only_for_gpus_running_their_projects(
     communicator, connected = await connect("/ws/nodes/gpu-node-7/", world.member)  # bob, in alpha
     assert connected
     await receive_type(communicator, "gpu.samples")
-    await sync_to_async(publish)(node, gpus, [
-        {"util": 90, "namespace": "gp-alpha", "pod": "job-a-0"}, {"util": 60, "namespace": "gp-beta", "pod": "job-b-0"},
-    ])  # fmt: skip
+    specs: list[dict[str, object]] = [
+        {"util": 90, "namespace": "gp-alpha", "pod": "job-a-0"},
+        {"util": 60, "namespace": "gp-beta", "pod": "job-b-0"},
+    ]
+    await sync_to_async(publish)(node, gpus, specs)
     message = await receive_type(communicator, "gpu.samples")
     mine, foreign = message["gpus"][gpus[0].uuid], message["gpus"][gpus[1].uuid]
     assert mine["util_gpu"] == 90
