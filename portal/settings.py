@@ -10,8 +10,11 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import django_stubs_ext
 import environ
 from django.core.exceptions import ImproperlyConfigured
+
+django_stubs_ext.monkeypatch()
 
 BASE_DIR = Path(__file__).resolve().parent.parent
 env = environ.Env()
@@ -24,12 +27,12 @@ def _secret_key() -> str:
     path = env.str("SECRET_KEY_FILE", default="")
     if path:
         return Path(path).read_text(encoding="utf-8").strip()
-    key = env.str("SECRET_KEY", default="")
+    key = str(env.str("SECRET_KEY", default=""))
     if key:
         return key
     if PRODUCTION:
         raise ImproperlyConfigured("Set SECRET_KEY or SECRET_KEY_FILE in production.")
-    return "dev-only-insecure-key-" + "x" * 40  # noqa: S105 - never used when PRODUCTION is set
+    return "dev-only-insecure-key-" + "x" * 40
 
 
 SECRET_KEY = _secret_key()
@@ -69,8 +72,8 @@ MIDDLEWARE = [
     "django.middleware.common.CommonMiddleware",
     "django.middleware.csrf.CsrfViewMiddleware",
     "django.contrib.auth.middleware.AuthenticationMiddleware",
-    "accounts.middleware.StaffMfaMiddleware",
     "django.contrib.messages.middleware.MessageMiddleware",
+    "accounts.middleware.StaffMfaMiddleware",
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
     "allauth.account.middleware.AccountMiddleware",
     "django_htmx.middleware.HtmxMiddleware",
@@ -182,7 +185,8 @@ REST_FRAMEWORK = {
 }
 SPECTACULAR_SETTINGS = {
     "TITLE": "GPU portal API",
-    "DESCRIPTION": "Projects, memberships, tokens and GPU jobs. Authenticate with `Authorization: Bearer <token>`.",
+    "DESCRIPTION": "Projects, memberships, tokens and GPU jobs. "
+    "Authenticate with `Authorization: Bearer <token>`.",
     "VERSION": "1",
     "SERVE_INCLUDE_SCHEMA": False,
     "COMPONENT_SPLIT_REQUEST": True,
@@ -246,3 +250,40 @@ LOGGING = {
 # Portal tunables (read lazily through <app>/app_settings.py).
 GPUPORTAL_KUBECONFIG = env.str("GPUPORTAL_KUBECONFIG", default="")
 GPUPORTAL_NAMESPACE_PREFIX = env.str("GPUPORTAL_NAMESPACE_PREFIX", default="gp-")
+
+# GPU jobs (workloads/app_settings.py reads these lazily).
+GPUPORTAL_JOB_LOG_TAIL_BYTES = env.int("GPUPORTAL_JOB_LOG_TAIL_BYTES", default=256 * 1024)
+# Copies the kwok demo annotations (run time, exit code) into pods: the local cluster only.
+GPUPORTAL_JOB_SIMULATION = env.bool("GPUPORTAL_JOB_SIMULATION", default=False)
+GPUPORTAL_JOB_TTL_SECONDS = env.int("GPUPORTAL_JOB_TTL_SECONDS", default=7 * 24 * 3600)
+GPUPORTAL_LEASE_NAMESPACE = env.str("GPUPORTAL_LEASE_NAMESPACE", default="default")
+GPUPORTAL_SWEEP_SECONDS = env.int("GPUPORTAL_SWEEP_SECONDS", default=30)
+CELERY_TASK_DEFAULT_QUEUE = "celery"
+CELERY_BEAT_SCHEDULE = {
+    "workloads-sweep": {
+        "task": "workloads.sweep",
+        "schedule": float(GPUPORTAL_SWEEP_SECONDS),
+        "options": {"expires": GPUPORTAL_SWEEP_SECONDS * 0.9},
+    },
+}
+# gpu: telemetry retention and rollups (read through gpu/app_settings.py).
+GPU_RAW_RETENTION_DAYS = env.int("GPU_RAW_RETENTION_DAYS", default=2)
+GPU_PARTITIONS_AHEAD_DAYS = env.int("GPU_PARTITIONS_AHEAD_DAYS", default=2)
+GPU_ROLLUP_MINUTE_RETENTION_DAYS = env.int("GPU_ROLLUP_MINUTE_RETENTION_DAYS", default=30)
+GPU_ROLLUP_HOUR_RETENTION_DAYS = env.int("GPU_ROLLUP_HOUR_RETENTION_DAYS", default=365)
+GPU_PUSH_INTERVAL_MS = env.int("GPU_PUSH_INTERVAL_MS", default=1000)
+GPU_METRICS_TOKEN = env.str("GPU_METRICS_TOKEN", default="")
+CELERY_BEAT_SCHEDULE.update(
+    {
+        "gpu-partitions": {"task": "gpu.partitions_maintain", "schedule": 3600.0, "options": {"expires": 3000}},
+        "gpu-rollup-minutes": {"task": "gpu.rollup_minutes", "schedule": 60.0, "options": {"expires": 50}},
+        "gpu-rollup-hours": {"task": "gpu.rollup_hours", "schedule": 3600.0, "options": {"expires": 3000}},
+        "gpu-rollups-prune": {"task": "gpu.rollups_prune", "schedule": 3600.0, "options": {"expires": 3000}},
+    }
+)
+# Unacked tasks of a killed worker come back after this (Redis transport); keep it above the
+# longest task and short enough that a lost worker's work is redone quickly.
+CELERY_BROKER_TRANSPORT_OPTIONS = {
+    "visibility_timeout": env.int("GPUPORTAL_CELERY_VISIBILITY_TIMEOUT", default=300),
+    "socket_connect_timeout": 2,
+}

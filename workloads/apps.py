@@ -5,3 +5,6 @@ class WorkloadsConfig(AppConfig):
     name = "workloads"
     verbose_name = "GPU jobs"
     default_auto_field = "django.db.models.BigAutoField"
+
+    def ready(self) -> None:
+        from workloads import signals  # noqa: F401 - connects the receivers

@@ -6,12 +6,15 @@ from rest_framework.routers import DefaultRouter
 from accounts.api import MembershipViewSet, MeView, ProjectViewSet, TokenViewSet
 from accounts.api_login import PasswordTokenView
 from gpu.api import GpuViewSet, IngestView, NodeViewSet
+from workloads.api import JobViewSet, TemplateViewSet
 
 router = DefaultRouter(trailing_slash=True)
 router.include_root_view = False
 router.register("projects", ProjectViewSet, basename="project")
 router.register(r"projects/(?P<project_slug>[a-z0-9-]+)/members", MembershipViewSet, basename="membership")
 router.register("tokens", TokenViewSet, basename="token")
+router.register("jobs", JobViewSet, basename="job")
+router.register("templates", TemplateViewSet, basename="template")
 router.register("nodes", NodeViewSet, basename="node")
 router.register("gpus", GpuViewSet, basename="gpu")
 

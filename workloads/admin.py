@@ -1,0 +1,144 @@
+"""Operators' view of jobs: filters, cancel as an action, GPU-hours CSV; allow-lists and volumes."""
+
+from __future__ import annotations
+
+import csv
+from typing import Any
+
+from django.contrib import admin, messages
+from django.core.exceptions import PermissionDenied, ValidationError
+from django.db.models import QuerySet
+from django.http import HttpRequest, HttpResponse
+from django.utils import timezone
+
+from accounts.admin import AuditedAdmin
+from accounts.models import User
+from workloads import services
+from workloads.models import (
+    ImageRule,
+    Job,
+    JobEvent,
+    JobTemplate,
+    OrphanReport,
+    ProjectVolume,
+    ReconcileOutbox,
+)
+
+
+class JobEventInline(admin.TabularInline):  # type: ignore[type-arg]
+    model = JobEvent
+    extra = 0
+    can_delete = False
+    fields = ("at", "kind", "from_state", "to_state", "reason", "message", "object_ref", "count")
+    readonly_fields = fields
+
+    def has_add_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        return False
+
+
+@admin.register(Job)
+class JobAdmin(admin.ModelAdmin):  # type: ignore[type-arg]
+    list_display = (
+        "k8s_name",
+        "name",
+        "project",
+        "owner",
+        "state",
+        "gpus",
+        "mps_slices",
+        "node",
+        "submitted_at",
+    )
+    list_filter = ("state", "project", "priority", "preemptible")
+    search_fields = ("uid", "name", "owner__email", "image", "node")
+    date_hierarchy = "submitted_at"
+    list_select_related = ("project", "owner")
+    inlines = [JobEventInline]
+    actions = ["cancel_jobs", "export_gpu_hours"]
+    readonly_fields = [f.name for f in Job._meta.fields]
+
+    def has_add_permission(self, request: HttpRequest) -> bool:
+        return False  # jobs are submitted through the portal or the API, never typed in here
+
+    def has_change_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        return False
+
+    @admin.action(description="Cancel the selected jobs")
+    def cancel_jobs(self, request: HttpRequest, queryset: QuerySet[Job]) -> None:
+        assert isinstance(request.user, User)  # noqa: S101 - admin requires a staff user
+        done = 0
+        for job in queryset.select_related("project"):
+            try:
+                services.job_cancel(actor=request.user, job=job, request=request)
+                done += 1
+            except (ValidationError, PermissionDenied) as exc:
+                self.message_user(
+                    request, f"{job}: {' '.join(getattr(exc, 'messages', [str(exc)]))}", messages.WARNING
+                )
+        self.message_user(request, f"Cancelled {done} job(s).")
+
+    @admin.action(description="Export GPU-hours of the selected jobs (CSV)")
+    def export_gpu_hours(self, request: HttpRequest, queryset: QuerySet[Job]) -> HttpResponse:
+        response = HttpResponse(content_type="text/csv")
+        response["Content-Disposition"] = 'attachment; filename="gpu-hours.csv"'
+        writer = csv.writer(response)
+        writer.writerow(
+            [
+                "job",
+                "project",
+                "user",
+                "state",
+                "gpus",
+                "mps_slices",
+                "started_at",
+                "finished_at",
+                "gpu_hours",
+            ]
+        )
+        now = timezone.now()
+        for job in queryset.select_related("project", "owner"):
+            writer.writerow(
+                [
+                    job.uid,
+                    job.project.slug,
+                    job.owner.email,
+                    job.state,
+                    job.gpus,
+                    job.mps_slices,
+                    job.started_at or "",
+                    job.finished_at or "",
+                    round(job.gpu_hours(now), 4),
+                ]
+            )
+        return response
+
+
+@admin.register(ImageRule)
+class ImageRuleAdmin(AuditedAdmin):
+    list_display = ("project", "registry", "repository", "note")
+    list_filter = ("project",)
+
+
+@admin.register(ProjectVolume)
+class ProjectVolumeAdmin(AuditedAdmin):
+    list_display = ("project", "name", "claim_name", "read_only")
+    list_filter = ("project",)
+
+
+@admin.register(JobTemplate)
+class JobTemplateAdmin(AuditedAdmin):
+    list_display = ("project", "name", "created_by", "created_at")
+    list_filter = ("project",)
+    readonly_fields = ("spec",)
+
+
+@admin.register(OrphanReport)
+class OrphanReportAdmin(admin.ModelAdmin):  # type: ignore[type-arg]
+    list_display = ("namespace", "name", "job_uid", "first_seen", "last_seen", "resolved_at")
+    readonly_fields = ("namespace", "name", "job_uid", "first_seen", "last_seen")
+
+
+@admin.register(ReconcileOutbox)
+class ReconcileOutboxAdmin(admin.ModelAdmin):  # type: ignore[type-arg]
+    list_display = ("job", "requested_at", "published_at", "attempts")
+    readonly_fields = ("job", "requested_at", "published_at", "attempts")

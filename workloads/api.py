@@ -1,0 +1,261 @@
+"""REST API for jobs and templates: /api/v1/jobs/ and /api/v1/templates/.
+
+Views stay thin: they resolve the project through accounts.selectors (a foreign project is 404,
+or a field error on create), pass the raw body to the service (which validates the typed spec
+strictly), and serialise the result. Write actions need the token scope `submit`.
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+from typing import Any
+
+from django.core.exceptions import ValidationError
+from django.http import Http404, HttpResponse, StreamingHttpResponse
+from drf_spectacular.utils import OpenApiParameter, extend_schema, inline_serializer
+from rest_framework import mixins, serializers, status, viewsets
+from rest_framework.decorators import action
+from rest_framework.request import Request
+from rest_framework.response import Response
+
+from accounts.api import request_user
+from accounts.choices import TokenScope
+from accounts.models import Project
+from accounts.selectors import project_list
+from workloads import logs, selectors, services
+from workloads.choices import JobState
+from workloads.models import Job, JobEvent, JobTemplate
+
+
+class JobSerializer(serializers.ModelSerializer[Job]):
+    id = serializers.UUIDField(source="uid", read_only=True)
+    project: serializers.SlugRelatedField[Project] = serializers.SlugRelatedField(
+        slug_field="slug", read_only=True
+    )
+    owner = serializers.EmailField(source="owner.email", read_only=True)
+    k8s_name = serializers.CharField(read_only=True)
+    gpu_hours = serializers.SerializerMethodField()
+
+    class Meta:
+        model = Job
+        fields = [
+            "id",
+            "name",
+            "project",
+            "owner",
+            "image",
+            "command",
+            "args",
+            "env",
+            "gpus",
+            "gpu_type",
+            "mps_slices",
+            "cpu_millicores",
+            "memory_mib",
+            "volumes",
+            "priority",
+            "max_runtime_minutes",
+            "preemptible",
+            "state",
+            "state_reason",
+            "state_changed_at",
+            "submitted_at",
+            "admitted_at",
+            "started_at",
+            "finished_at",
+            "exit_code",
+            "node",
+            "k8s_name",
+            "gpu_hours",
+        ]
+        read_only_fields = fields
+
+    def get_gpu_hours(self, job: Job) -> float:
+        return round(job.gpu_hours(), 4)
+
+
+class JobEventSerializer(serializers.ModelSerializer[JobEvent]):
+    class Meta:
+        model = JobEvent
+        fields = ["at", "kind", "from_state", "to_state", "reason", "message", "object_ref", "count"]
+        read_only_fields = fields
+
+
+class SpecSerializer(serializers.Serializer[Any]):
+    """Documentation of the typed spec; the service parses the body itself, strictly."""
+
+    name = serializers.CharField(required=False)
+    image = serializers.CharField()
+    command = serializers.ListField(child=serializers.CharField(), required=False)
+    args = serializers.ListField(child=serializers.CharField(), required=False)
+    env = serializers.ListField(child=serializers.DictField(child=serializers.CharField()), required=False)
+    gpus = serializers.IntegerField(required=False, min_value=0, max_value=8)
+    gpu_type = serializers.CharField(required=False)
+    mps_slices = serializers.IntegerField(required=False, min_value=0)
+    cpu_millicores = serializers.IntegerField(required=False)
+    memory_mib = serializers.IntegerField(required=False)
+    volumes = serializers.ListField(child=serializers.DictField(), required=False)
+    priority = serializers.ChoiceField(choices=["low", "normal", "high"], required=False)
+    max_runtime_minutes = serializers.IntegerField(required=False)
+    preemptible = serializers.BooleanField(required=False)
+
+
+class JobCreateSerializer(SpecSerializer):
+    project = serializers.SlugField()
+
+
+def _body(request: Request) -> dict[str, Any]:
+    if not isinstance(request.data, dict):
+        raise ValidationError({"non_field_errors": ["Send a JSON object."]})
+    return dict(request.data)
+
+
+def _project_for_create(request: Request, body: dict[str, Any]) -> Project:
+    slug = body.pop("project", None)
+    project = (
+        project_list(user=request_user(request)).filter(slug=slug).first() if isinstance(slug, str) else None
+    )
+    if project is None:
+        raise ValidationError({"project": ["Choose one of your projects."]})
+    return project
+
+
+@extend_schema(parameters=[OpenApiParameter("state", enum=JobState.values), OpenApiParameter("project", str)])
+class JobViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, viewsets.GenericViewSet[Job]):
+    serializer_class = JobSerializer
+    lookup_field = "uid"
+    lookup_url_kwarg = "id"
+    lookup_value_regex = "[0-9a-fA-F-]{36}"
+    write_scope = TokenScope.SUBMIT
+
+    def get_queryset(self) -> Any:
+        params = self.request.query_params
+        state = params.get("state")
+        if state and state not in JobState.values:
+            raise ValidationError({"state": [f"One of {', '.join(JobState.values)}."]})
+        return selectors.job_list(user=request_user(self.request), state=state, project=params.get("project"))
+
+    def get_object(self) -> Job:
+        return selectors.job_get(user=request_user(self.request), uid=self.kwargs["id"])
+
+    @extend_schema(request=JobCreateSerializer, responses={201: JobSerializer})
+    def create(self, request: Request) -> Response:
+        body = _body(request)
+        project = _project_for_create(request, body)
+        job = services.job_submit(
+            actor=request_user(request), project=project, data=body, request=request._request
+        )
+        return Response(JobSerializer(job).data, status=status.HTTP_201_CREATED)
+
+    @extend_schema(request=None, responses={200: JobSerializer})
+    @action(detail=True, methods=["post"])
+    def cancel(self, request: Request, id: str) -> Response:
+        job = services.job_cancel(
+            actor=request_user(request), job=self.get_object(), request=request._request
+        )
+        return Response(JobSerializer(job).data)
+
+    @extend_schema(request=SpecSerializer(partial=True), responses={201: JobSerializer})
+    @action(detail=True, methods=["post"])
+    def rerun(self, request: Request, id: str) -> Response:
+        edits = request.data if request.data else None
+        job = services.job_rerun(
+            actor=request_user(request), job=self.get_object(), edits=edits, request=request._request
+        )
+        return Response(JobSerializer(job).data, status=status.HTTP_201_CREATED)
+
+    @extend_schema(responses={200: JobEventSerializer(many=True)})
+    @action(detail=True, methods=["get"])
+    def events(self, request: Request, id: str) -> Response:
+        events = selectors.job_events(job=self.get_object())
+        return Response(JobEventSerializer(events, many=True).data)
+
+    @extend_schema(parameters=[OpenApiParameter("follow", bool)], responses={(200, "text/plain"): str})
+    @action(detail=True, methods=["get"])
+    def logs(self, request: Request, id: str) -> StreamingHttpResponse:
+        job = self.get_object()
+        follow = request.query_params.get("follow") in ("1", "true", "yes")
+        return logs.log_response(job, follow=follow)
+
+    @extend_schema(responses={(200, "text/csv"): str})
+    @action(detail=False, methods=["get"], url_path="accounting")
+    def accounting(self, request: Request) -> HttpResponse:
+        rows = selectors.gpu_hours_rows(user=request_user(request))
+        return csv_response(rows, "gpu-hours.csv")
+
+
+def csv_response(rows: list[dict[str, Any]], filename: str) -> HttpResponse:
+    out = io.StringIO()
+    fields = list(rows[0]) if rows else ["job", "project", "user", "gpu_hours"]
+    writer = csv.DictWriter(out, fieldnames=fields)
+    writer.writeheader()
+    writer.writerows(rows)
+    response = HttpResponse(out.getvalue(), content_type="text/csv")
+    response["Content-Disposition"] = f'attachment; filename="{filename}"'
+    return response
+
+
+class TemplateSerializer(serializers.ModelSerializer[JobTemplate]):
+    project: serializers.SlugRelatedField[Project] = serializers.SlugRelatedField(
+        slug_field="slug", read_only=True
+    )
+
+    class Meta:
+        model = JobTemplate
+        fields = ["id", "project", "name", "description", "spec", "created_at"]
+        read_only_fields = fields
+
+
+TemplateCreate = inline_serializer(
+    "TemplateCreate",
+    {
+        "project": serializers.SlugField(),
+        "name": serializers.CharField(),
+        "spec": SpecSerializer(),
+        "description": serializers.CharField(required=False),
+    },
+)
+
+
+class TemplateViewSet(
+    mixins.ListModelMixin,
+    mixins.RetrieveModelMixin,
+    mixins.DestroyModelMixin,
+    viewsets.GenericViewSet[JobTemplate],
+):
+    serializer_class = TemplateSerializer
+    write_scope = TokenScope.SUBMIT
+
+    def get_queryset(self) -> Any:
+        return selectors.template_list(
+            user=request_user(self.request), project=self.request.query_params.get("project")
+        )
+
+    def get_object(self) -> JobTemplate:
+        pk = str(self.kwargs["pk"])
+        if not pk.isdigit():
+            raise Http404("No such template.")
+        return selectors.template_get(user=request_user(self.request), pk=int(pk))
+
+    @extend_schema(request=TemplateCreate, responses={201: TemplateSerializer})
+    def create(self, request: Request) -> Response:
+        body = _body(request)
+        project = _project_for_create(request, body)
+        name, description = body.get("name"), body.get("description", "")
+        if not isinstance(name, str) or not name.strip() or not isinstance(description, str):
+            raise ValidationError({"name": ["Give the template a name."]})
+        template = services.template_create(
+            actor=request_user(request),
+            project=project,
+            name=name.strip(),
+            spec=body.get("spec"),
+            description=description,
+            request=request._request,
+        )
+        return Response(TemplateSerializer(template).data, status=status.HTTP_201_CREATED)
+
+    def perform_destroy(self, instance: JobTemplate) -> None:
+        services.template_delete(
+            actor=request_user(self.request), template=instance, request=self.request._request
+        )

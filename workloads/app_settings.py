@@ -1,0 +1,52 @@
+"""Workload tunables, read lazily from django.conf.settings so tests can override them."""
+
+from __future__ import annotations
+
+from django.conf import settings
+
+
+def _get(name: str, default: object) -> object:
+    return getattr(settings, name, default)
+
+
+def log_tail_bytes() -> int:
+    """How much of a finished job's log the portal keeps (the end of it)."""
+    return int(str(_get("GPUPORTAL_JOB_LOG_TAIL_BYTES", 256 * 1024)))
+
+
+def simulation() -> bool:
+    """Copy the kwok demo/test annotations (run time, exit code) into pods. Never in production."""
+    return bool(_get("GPUPORTAL_JOB_SIMULATION", False))
+
+
+def ttl_after_finished_s() -> int:
+    return int(str(_get("GPUPORTAL_JOB_TTL_SECONDS", 7 * 24 * 3600)))
+
+
+def backoff_limit() -> int:
+    return int(str(_get("GPUPORTAL_JOB_BACKOFF_LIMIT", 0)))
+
+
+def max_gpus_per_job() -> int:
+    return int(str(_get("GPUPORTAL_MAX_GPUS_PER_JOB", 8)))
+
+
+def mps_slices_per_gpu() -> int:
+    return int(str(_get("GPUPORTAL_MPS_SLICES_PER_GPU", 4)))
+
+
+def outbox_retry_s() -> float:
+    """A pending outbox row is published again after this long without progress."""
+    return float(str(_get("GPUPORTAL_OUTBOX_RETRY_SECONDS", 20)))
+
+
+def run_as_user() -> int:
+    return int(str(_get("GPUPORTAL_JOB_RUN_AS_USER", 1000)))
+
+
+def lease_namespace() -> str:
+    return str(_get("GPUPORTAL_LEASE_NAMESPACE", "default"))
+
+
+def namespace_prefix() -> str:
+    return str(_get("GPUPORTAL_NAMESPACE_PREFIX", "gp-"))

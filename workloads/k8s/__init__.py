@@ -1,0 +1,1 @@
+"""The only package that talks to the Kubernetes API (import-linter enforces it)."""

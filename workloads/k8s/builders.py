@@ -1,0 +1,212 @@
+"""Pure builders: portal rows in, Kubernetes manifests (plain dicts) out. Tested by dict equality.
+
+The job manifest is rendered from a fixed, Pod Security "restricted" base; only typed, validated
+fields of the Job row are copied in. Nothing a user sends reaches a pod-security, scheduling,
+identity or volume-source field.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from accounts.models import Project, Quota
+from workloads import app_settings
+from workloads.models import Job, ProjectVolume
+
+MANAGED_BY = "app.kubernetes.io/managed-by"
+MANAGER = "gpu-portal"
+UID_LABEL = "gpuportal.dev/job-uid"
+PROJECT_LABEL = "gpuportal.dev/project"
+GPU = "nvidia.com/gpu"
+GPU_SHARED = "nvidia.com/gpu.shared"
+GPU_PRODUCT = "nvidia.com/gpu.product"
+SIM_DELAY = "pod-complete.stage.kwok.x-k8s.io/delay"
+SIM_EXIT_CODE = "gpuportal.dev/exit-code"
+MANAGED_SELECTOR = f"{MANAGED_BY}={MANAGER}"
+JSON = dict[str, Any]
+
+
+def job_labels(job: Job) -> dict[str, str]:
+    return {MANAGED_BY: MANAGER, UID_LABEL: str(job.uid), PROJECT_LABEL: job.project.slug}
+
+
+def _resources(job: Job) -> JSON:
+    requests = {"cpu": f"{job.cpu_millicores}m", "memory": f"{job.memory_mib}Mi"}
+    limits = {"memory": f"{job.memory_mib}Mi"}
+    if job.gpus:
+        requests[GPU] = limits[GPU] = str(job.gpus)
+    elif job.mps_slices:
+        requests[GPU_SHARED] = limits[GPU_SHARED] = str(job.mps_slices)
+    return {"requests": requests, "limits": limits}
+
+
+def _container_security() -> JSON:
+    return {
+        "allowPrivilegeEscalation": False,
+        "privileged": False,
+        "runAsNonRoot": True,
+        "capabilities": {"drop": ["ALL"]},
+        "seccompProfile": {"type": "RuntimeDefault"},
+    }
+
+
+def _pod_security() -> JSON:
+    uid = app_settings.run_as_user()
+    return {
+        "runAsNonRoot": True,
+        "runAsUser": uid,
+        "runAsGroup": uid,
+        "fsGroup": uid,
+        "seccompProfile": {"type": "RuntimeDefault"},
+    }
+
+
+def _volumes(job: Job, claims: dict[str, ProjectVolume]) -> tuple[list[JSON], list[JSON]]:
+    volumes, mounts = [], []
+    for index, item in enumerate(job.volumes):
+        claim = claims[item["volume"]]
+        name = f"vol-{index}"
+        read_only = bool(item.get("read_only")) or claim.read_only
+        volumes.append(
+            {"name": name, "persistentVolumeClaim": {"claimName": claim.claim_name, "readOnly": read_only}}
+        )
+        mounts.append({"name": name, "mountPath": item["mount_path"], "readOnly": read_only})
+    return volumes, mounts
+
+
+def _container(job: Job, mounts: list[JSON]) -> JSON:
+    container: JSON = {
+        "name": "main",
+        "image": job.image,
+        "imagePullPolicy": "IfNotPresent",
+        "resources": _resources(job),
+        "securityContext": _container_security(),
+        "env": [{"name": e["name"], "value": e["value"]} for e in job.env],
+    }
+    if job.command:
+        container["command"] = list(job.command)
+    if job.args:
+        container["args"] = list(job.args)
+    if mounts:
+        container["volumeMounts"] = mounts
+    return container
+
+
+def _pod_annotations(job: Job, simulation: bool) -> dict[str, str]:
+    if not simulation:
+        return {}
+    out: dict[str, str] = {}
+    if job.sim_run_seconds is not None:
+        out[SIM_DELAY] = f"{job.sim_run_seconds}s"
+    if job.sim_exit_code is not None and job.sim_exit_code != 0:
+        out[SIM_EXIT_CODE] = str(job.sim_exit_code)
+    return out
+
+
+def _pod_spec(job: Job, claims: dict[str, ProjectVolume]) -> JSON:
+    volumes, mounts = _volumes(job, claims)
+    spec: JSON = {
+        "restartPolicy": "Never",
+        "automountServiceAccountToken": False,
+        "enableServiceLinks": False,
+        "securityContext": _pod_security(),
+        "containers": [_container(job, mounts)],
+    }
+    if volumes:
+        spec["volumes"] = volumes
+    if job.gpu_type and job.gpus:
+        spec["nodeSelector"] = {GPU_PRODUCT: job.gpu_type}
+    return spec
+
+
+def build_job(
+    job: Job, *, claims: dict[str, ProjectVolume] | None = None, simulation: bool | None = None
+) -> JSON:
+    """The batch/v1 Job for a portal job: always created suspended; admission un-suspends it."""
+    sim = app_settings.simulation() if simulation is None else simulation
+    labels = job_labels(job)
+    template_meta: JSON = {"labels": dict(labels)}
+    annotations = _pod_annotations(job, sim)
+    if annotations:
+        template_meta["annotations"] = annotations
+    return {
+        "apiVersion": "batch/v1",
+        "kind": "Job",
+        "metadata": {"name": job.k8s_name, "namespace": job.namespace, "labels": labels},
+        "spec": {
+            "suspend": True,
+            "parallelism": 1,
+            "completions": 1,
+            "backoffLimit": app_settings.backoff_limit(),
+            "podReplacementPolicy": "Failed",
+            "activeDeadlineSeconds": job.max_runtime_minutes * 60,
+            "ttlSecondsAfterFinished": app_settings.ttl_after_finished_s(),
+            "template": {"metadata": template_meta, "spec": _pod_spec(job, claims or {})},
+        },
+    }
+
+
+def namespace_labels() -> dict[str, str]:
+    labels = {MANAGED_BY: MANAGER}
+    for mode in ("enforce", "warn", "audit"):
+        labels[f"pod-security.kubernetes.io/{mode}"] = "restricted"
+        labels[f"pod-security.kubernetes.io/{mode}-version"] = "latest"
+    return labels
+
+
+def build_namespace(project: Project) -> JSON:
+    labels = {**namespace_labels(), PROJECT_LABEL: project.slug}
+    return {
+        "apiVersion": "v1",
+        "kind": "Namespace",
+        "metadata": {"name": project.namespace, "labels": labels},
+    }
+
+
+def build_resource_quota(project: Project, quota: Quota) -> JSON:
+    hard = {
+        f"requests.{GPU}": str(quota.gpus),
+        f"requests.{GPU_SHARED}": str(quota.mps_slices),
+        "requests.cpu": f"{quota.cpu_millicores}m",
+        "requests.memory": f"{quota.memory_mib}Mi",
+        "limits.memory": f"{quota.memory_mib}Mi",
+        "pods": str(quota.max_concurrent_jobs),
+    }
+    return {
+        "apiVersion": "v1",
+        "kind": "ResourceQuota",
+        "metadata": {"name": "portal-quota", "namespace": project.namespace, "labels": {MANAGED_BY: MANAGER}},
+        "spec": {"hard": hard},
+    }
+
+
+def build_limit_range(project: Project) -> JSON:
+    limit = {
+        "type": "Container",
+        "default": {"cpu": "1", "memory": "1Gi"},
+        "defaultRequest": {"cpu": "100m", "memory": "256Mi"},
+    }
+    return {
+        "apiVersion": "v1",
+        "kind": "LimitRange",
+        "metadata": {
+            "name": "portal-limits",
+            "namespace": project.namespace,
+            "labels": {MANAGED_BY: MANAGER},
+        },
+        "spec": {"limits": [limit]},
+    }
+
+
+def build_network_policy(project: Project) -> JSON:
+    """Default deny in and out, except DNS to kube-system."""
+    dns = {
+        "to": [{"namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": "kube-system"}}}],
+        "ports": [{"protocol": "UDP", "port": 53}, {"protocol": "TCP", "port": 53}],
+    }
+    return {
+        "apiVersion": "networking.k8s.io/v1",
+        "kind": "NetworkPolicy",
+        "metadata": {"name": "default-deny", "namespace": project.namespace, "labels": {MANAGED_BY: MANAGER}},
+        "spec": {"podSelector": {}, "policyTypes": ["Ingress", "Egress"], "egress": [dns]},
+    }

@@ -1,0 +1,1 @@
+"""One reconciler class per Kubernetes kind (style rule 12)."""

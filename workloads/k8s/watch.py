@@ -1,0 +1,162 @@
+"""List + watch one kind, raw JSON all the way (shared by jobs, pods, events and nodes).
+
+Protocol (Kubernetes API concepts, "Efficient detection of changes"):
+
+1. LIST (raw bytes, orjson), hand the full list to `on_relist` (or one ADDED per item), and keep
+   the *list's* resourceVersion, never an object's (kubernetes-client/python#819).
+2. WATCH from it with bookmarks; each event goes to `on_event` and advances the resourceVersion.
+3. A stream that ends (server timeout, cut connection) resumes from the last resourceVersion.
+4. 410 Gone (as status or as an ERROR event) forgets the version and relists: at once the first
+   time, then no more often than `min_relist_interval_s` (<= 6 relists a minute, no hot loop).
+5. Other errors back off exponentially with jitter, capped; a full relist also runs every
+   `relist_interval_s` anyway, since a level-triggered controller must not trust the stream alone.
+"""
+
+from __future__ import annotations
+
+import logging
+import random
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+import orjson
+
+from workloads.k8s.client import KubeClient
+from workloads.k8s.errors import K8sError, K8sGoneError
+
+log = logging.getLogger(__name__)
+Obj = dict[str, Any]
+
+
+@dataclass(frozen=True)
+class WatchSpec:
+    name: str  # "jobs", "pods", "events", later "nodes"
+    path: str  # e.g. "/apis/batch/v1/jobs", "/api/v1/pods", "/api/v1/events", "/api/v1/nodes"
+    label_selector: str | None
+    on_event: Callable[[str, Obj], None]  # (ADDED|MODIFIED|DELETED, raw object dict)
+    on_relist: Callable[[list[Obj]], None] | None = None  # full list after (re)list
+
+
+@dataclass
+class WatchStats:
+    relists: int = 0
+    events: int = 0
+    gone: int = 0
+    errors: int = 0
+    relist_times: list[float] = field(default_factory=list)
+    last_relist_s: float = 0.0
+
+
+class Watcher:
+    """List + watch one WatchSpec, raw JSON, resume from resourceVersion, relist on 410, backoff."""
+
+    def __init__(
+        self,
+        *,
+        client: KubeClient,
+        spec: WatchSpec,
+        watch_timeout_s: int = 240,
+        relist_interval_s: float = 600.0,
+        min_relist_interval_s: float = 10.0,
+        max_backoff_s: float = 30.0,
+    ) -> None:
+        self.client = client
+        self.spec = spec
+        self.watch_timeout_s = watch_timeout_s
+        self.relist_interval_s = relist_interval_s
+        self.min_relist_interval_s = min_relist_interval_s
+        self.max_backoff_s = max_backoff_s
+        self.stats = WatchStats()
+        self.resource_version: str | None = None
+        self._listed_at = 0.0
+        self._relisted_after_gone_at = -1e9
+
+    def _query(self) -> dict[str, str]:
+        return {"labelSelector": self.spec.label_selector} if self.spec.label_selector else {}
+
+    def relist(self) -> str:
+        """LIST once, deliver, and return the list's resourceVersion."""
+        started = time.monotonic()
+        body = orjson.loads(self.client.list_raw(self.spec.path, self._query()))
+        items: list[Obj] = body.get("items") or []
+        if self.spec.on_relist is not None:
+            self.spec.on_relist(items)
+        else:
+            for item in items:
+                self.spec.on_event("ADDED", item)
+        self.stats.relists += 1
+        self.stats.last_relist_s = time.monotonic() - started
+        self.stats.relist_times.append(time.time())
+        self._listed_at = time.monotonic()
+        rv: str = body.get("metadata", {}).get("resourceVersion", "")
+        return rv
+
+    def _handle_line(self, line: bytes) -> None:
+        event = orjson.loads(line)
+        kind, obj = event.get("type"), event.get("object") or {}
+        if kind == "ERROR":
+            code = int(obj.get("code") or 0)
+            if code == 410:
+                raise K8sGoneError(410, str(obj.get("message", "")))
+            raise K8sError(code, str(obj.get("message", "")))
+        rv = obj.get("metadata", {}).get("resourceVersion")
+        if kind != "BOOKMARK":
+            self.stats.events += 1
+            self.spec.on_event(str(kind), obj)
+        if rv:
+            self.resource_version = rv
+
+    def watch_once(self, stop: threading.Event) -> None:
+        """Follow one watch stream until it ends, the stop is set, or a relist is due."""
+        query = {
+            **self._query(),
+            "watch": "1",
+            "allowWatchBookmarks": "true",
+            "timeoutSeconds": str(self.watch_timeout_s),
+            "resourceVersion": self.resource_version or "",
+        }
+        lines = self.client.stream(self.spec.path, query, timeout=self.watch_timeout_s + 30)
+        try:
+            for line in lines:
+                self._handle_line(line)
+                if stop.is_set() or self._relist_due():
+                    return
+        finally:
+            close = getattr(lines, "close", None)
+            if close is not None:
+                close()
+
+    def _relist_due(self) -> bool:
+        return time.monotonic() - self._listed_at > self.relist_interval_s
+
+    def _wait_before_relist(self, stop: threading.Event) -> None:
+        since = time.monotonic() - self._relisted_after_gone_at
+        if since < self.min_relist_interval_s:
+            stop.wait(self.min_relist_interval_s - since)
+        self._relisted_after_gone_at = time.monotonic()
+
+    def step(self, stop: threading.Event) -> None:
+        """One list-or-watch round; raises what the loop in `run` handles."""
+        if self.resource_version is None or self._relist_due():
+            self.resource_version = self.relist()
+        self.watch_once(stop)
+
+    def run(self, stop: threading.Event) -> None:
+        backoff = 0.5
+        while not stop.is_set():
+            try:
+                self.step(stop)
+                backoff = 0.5
+            except K8sGoneError:
+                self.stats.gone += 1
+                log.info("watch %s: 410 Gone, relisting", self.spec.name)
+                self.resource_version = None
+                self._wait_before_relist(stop)
+            except Exception:
+                self.stats.errors += 1
+                log.warning("watch %s failed; retrying in %.1f s", self.spec.name, backoff, exc_info=True)
+                stop.wait(backoff * (1 + random.random() / 2))  # noqa: S311 - jitter
+                backoff = min(self.max_backoff_s, backoff * 2)

@@ -1,0 +1,50 @@
+"""Job logs for the API and the pages: streamed live from the pod, or the tail kept in the row."""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Iterator
+
+from django.http import StreamingHttpResponse
+
+from workloads.k8s import paths
+from workloads.k8s.client import get_client
+from workloads.k8s.errors import K8sError
+from workloads.models import Job
+
+log = logging.getLogger(__name__)
+
+
+def _live(job: Job, follow: bool) -> Iterator[bytes]:
+    query = {"container": "main"}
+    if follow:
+        query["follow"] = "true"
+    path = paths.pod_log(job.namespace, job.pod_name)
+    client = get_client()
+    if follow:
+        for line in client.stream(path, query, timeout=3600):
+            yield line + b"\n"
+    else:
+        yield client.read_bytes(path, query)
+
+
+def log_lines(job: Job, *, follow: bool) -> Iterator[bytes]:
+    """The pod's log while it exists; afterwards (or when the pod is gone) the kept tail."""
+    if job.log_captured or not job.pod_name:
+        if job.log_truncated:
+            yield b"[earlier output dropped: only the end of the log is kept]\n"
+        yield job.log_tail.encode()
+        return
+    try:
+        yield from _live(job, follow)
+    except K8sError as exc:
+        log.info("live log of %s unavailable (%s); serving the kept tail", job, exc.status)
+        job.refresh_from_db(fields=["log_tail", "log_truncated", "log_captured"])
+        yield job.log_tail.encode()
+
+
+def log_response(job: Job, *, follow: bool) -> StreamingHttpResponse:
+    response = StreamingHttpResponse(log_lines(job, follow=follow), content_type="text/plain; charset=utf-8")
+    response["Cache-Control"] = "no-store"
+    response["X-Accel-Buffering"] = "no"
+    return response

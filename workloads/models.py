@@ -1,0 +1,222 @@
+"""GPU jobs and what hangs off them. Fields, constraints and single-row computation only (style rule 3).
+
+Concurrency: a job's `state` only moves through compare-and-swap updates in services/sync
+(`filter(pk=..., state=old).update(state=new)`), never through `save()` of a stale instance.
+"""
+
+from __future__ import annotations
+
+import uuid
+from datetime import datetime
+
+from django.conf import settings
+from django.core.validators import MaxValueValidator, MinValueValidator, RegexValidator
+from django.db import models
+from django.utils import timezone
+
+from accounts.models import DNS_LABEL, Project
+from workloads.choices import TERMINAL_STATES, EventKind, JobState, Priority
+
+
+class Job(models.Model):
+    """One GPU job: the typed spec a user asked for, and the state the cluster reported back."""
+
+    uid = models.UUIDField(default=uuid.uuid4, unique=True, editable=False)
+    project = models.ForeignKey(Project, on_delete=models.PROTECT, related_name="jobs")
+    owner = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.PROTECT, related_name="jobs")
+    name = models.CharField(max_length=80, blank=True)
+    rerun_of = models.ForeignKey("self", null=True, blank=True, on_delete=models.SET_NULL, related_name="+")
+
+    # The typed spec (validated by workloads.spec; never a raw pod spec).
+    image = models.CharField(max_length=300)
+    command = models.JSONField(default=list, blank=True)
+    args = models.JSONField(default=list, blank=True)
+    env = models.JSONField(default=list, blank=True, help_text='[{"name": ..., "value": ...}]')
+    gpus = models.PositiveSmallIntegerField(default=0)
+    gpu_type = models.CharField(max_length=80, blank=True)
+    mps_slices = models.PositiveSmallIntegerField(default=0)
+    cpu_millicores = models.PositiveIntegerField(default=1000)
+    memory_mib = models.PositiveIntegerField(default=4096)
+    volumes = models.JSONField(default=list, blank=True, help_text='[{"volume", "mount_path", "read_only"}]')
+    priority = models.CharField(max_length=8, choices=Priority.choices, default=Priority.NORMAL)
+    max_runtime_minutes = models.PositiveIntegerField(default=60, validators=[MinValueValidator(1)])
+    preemptible = models.BooleanField(default=False)
+    # Simulation only (GPUPORTAL_JOB_SIMULATION): how long the simulated pod runs and how it exits.
+    sim_run_seconds = models.PositiveIntegerField(null=True, blank=True)
+    sim_exit_code = models.PositiveSmallIntegerField(
+        null=True, blank=True, validators=[MaxValueValidator(255)]
+    )
+
+    state = models.CharField(max_length=12, choices=JobState.choices, default=JobState.QUEUED, db_index=True)
+    state_reason = models.CharField(max_length=300, blank=True)
+    state_changed_at = models.DateTimeField(default=timezone.now)
+    submitted_at = models.DateTimeField(default=timezone.now, db_index=True)
+    admitted_at = models.DateTimeField(null=True, blank=True)
+    started_at = models.DateTimeField(null=True, blank=True)
+    finished_at = models.DateTimeField(null=True, blank=True)
+    exit_code = models.SmallIntegerField(null=True, blank=True)
+    node = models.CharField(max_length=253, blank=True)
+    pod_name = models.CharField(max_length=253, blank=True)
+    created_in_cluster_at = models.DateTimeField(null=True, blank=True)
+    deleted_in_cluster_at = models.DateTimeField(null=True, blank=True)
+    cancelled_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
+    )
+    log_tail = models.TextField(blank=True)
+    log_truncated = models.BooleanField(default=False)
+    log_captured = models.BooleanField(default=False)
+
+    class Meta:
+        ordering = ["-submitted_at", "-id"]
+        indexes = [models.Index(fields=["project", "state"])]
+        constraints = [
+            models.CheckConstraint(
+                condition=~(models.Q(gpus__gt=0) & models.Q(mps_slices__gt=0)), name="job_gpus_or_slices"
+            )
+        ]
+
+    def __str__(self) -> str:
+        return self.name or self.k8s_name
+
+    @property
+    def k8s_name(self) -> str:
+        """Deterministic, so a retried create answers 409 instead of making a second Job."""
+        return f"job-{self.uid}"
+
+    @property
+    def namespace(self) -> str:
+        return self.project.namespace
+
+    @property
+    def is_terminal(self) -> bool:
+        return self.state in TERMINAL_STATES
+
+    def gpu_hours(self, now: datetime | None = None) -> float:
+        """Allocated GPU-hours: whole GPUs, or MPS slices as fractions of a GPU, times run time."""
+        if self.started_at is None:
+            return 0.0
+        end = self.finished_at or now or timezone.now()
+        hours = max(0.0, (end - self.started_at).total_seconds() / 3600)
+        return hours * self.gpu_equivalent
+
+    @property
+    def gpu_equivalent(self) -> float:
+        from workloads.app_settings import mps_slices_per_gpu
+
+        return float(self.gpus) if self.gpus else self.mps_slices / mps_slices_per_gpu()
+
+
+class JobEvent(models.Model):
+    """The job's timeline: state changes with their reason, actions, and Kubernetes events."""
+
+    job = models.ForeignKey(Job, on_delete=models.CASCADE, related_name="events")
+    kind = models.CharField(max_length=12, choices=EventKind.choices)
+    at = models.DateTimeField(default=timezone.now, db_index=True)
+    from_state = models.CharField(max_length=12, blank=True)
+    to_state = models.CharField(max_length=12, blank=True)
+    reason = models.CharField(max_length=120, blank=True)
+    message = models.TextField(blank=True)
+    object_ref = models.CharField(max_length=300, blank=True, help_text="Kind/name of the involved object")
+    k8s_uid = models.CharField(max_length=64, null=True, blank=True, unique=True)
+    count = models.PositiveIntegerField(default=1)
+
+    class Meta:
+        ordering = ["at", "id"]
+
+    def __str__(self) -> str:
+        return f"{self.at:%H:%M:%S} {self.kind} {self.reason}"
+
+
+class JobTemplate(models.Model):
+    """A saved, typed job spec of a project (the seed's "config files", not raw YAML)."""
+
+    project = models.ForeignKey(Project, on_delete=models.CASCADE, related_name="job_templates")
+    name = models.CharField(max_length=80)
+    description = models.TextField(blank=True)
+    spec = models.JSONField(help_text="Validated by workloads.spec.parse_spec on every save.")
+    created_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, on_delete=models.SET_NULL, related_name="+"
+    )
+    created_at = models.DateTimeField(default=timezone.now)
+
+    class Meta:
+        ordering = ["project", "name"]
+        constraints = [models.UniqueConstraint(fields=["project", "name"], name="one_template_name")]
+
+    def __str__(self) -> str:
+        return f"{self.project}/{self.name}"
+
+
+REGISTRY = RegexValidator(r"^[a-z0-9]([a-z0-9.-]*[a-z0-9])?(:[0-9]{1,5})?$", "A registry host[:port].")
+REPOSITORY = RegexValidator(
+    r"^[a-z0-9]+([._-][a-z0-9]+)*(/[a-z0-9]+([._-][a-z0-9]+)*)*$", "A repository path, e.g. team/train."
+)
+
+
+class ImageRule(models.Model):
+    """One allowed image: an exact registry and an exact repository; any tag or digest of it."""
+
+    project = models.ForeignKey(Project, on_delete=models.CASCADE, related_name="image_rules")
+    registry = models.CharField(max_length=253, validators=[REGISTRY])
+    repository = models.CharField(max_length=255, validators=[REPOSITORY])
+    note = models.CharField(max_length=200, blank=True)
+
+    class Meta:
+        ordering = ["project", "registry", "repository"]
+        constraints = [
+            models.UniqueConstraint(fields=["project", "registry", "repository"], name="one_image_rule")
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.registry}/{self.repository}"
+
+
+class ProjectVolume(models.Model):
+    """A PersistentVolumeClaim in the project's namespace that its jobs may mount."""
+
+    project = models.ForeignKey(Project, on_delete=models.CASCADE, related_name="volumes")
+    name = models.CharField(max_length=40, validators=[DNS_LABEL])
+    claim_name = models.CharField(max_length=253, validators=[DNS_LABEL])
+    read_only = models.BooleanField(default=False, help_text="Jobs can only mount it read-only.")
+
+    class Meta:
+        ordering = ["project", "name"]
+        constraints = [models.UniqueConstraint(fields=["project", "name"], name="one_volume_name")]
+
+    def __str__(self) -> str:
+        return f"{self.project}/{self.name}"
+
+
+class ReconcileOutbox(models.Model):
+    """Intent that must reach the cluster, written in the same transaction as the change.
+
+    The on-commit publish may be lost (Redis down, crash between commit and publish); the
+    controller republishes rows that made no progress, and the reconcile deletes the row once
+    the cluster matches. So a submission survives any Redis outage.
+    """
+
+    job = models.OneToOneField(Job, on_delete=models.CASCADE, related_name="outbox")
+    requested_at = models.DateTimeField(default=timezone.now)
+    published_at = models.DateTimeField(null=True, blank=True, db_index=True)
+    attempts = models.PositiveIntegerField(default=0)
+
+    def __str__(self) -> str:
+        return f"outbox {self.job_id}"
+
+
+class OrphanReport(models.Model):
+    """A cluster Job with the portal's labels but no portal row: reported, never deleted silently."""
+
+    namespace = models.CharField(max_length=63)
+    name = models.CharField(max_length=253)
+    job_uid = models.CharField(max_length=64, blank=True)
+    first_seen = models.DateTimeField(default=timezone.now)
+    last_seen = models.DateTimeField(default=timezone.now)
+    resolved_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        ordering = ["-last_seen"]
+        constraints = [models.UniqueConstraint(fields=["namespace", "name"], name="one_orphan_report")]
+
+    def __str__(self) -> str:
+        return f"{self.namespace}/{self.name}"

@@ -1,0 +1,165 @@
+"""Writes for jobs and templates: keyword-only, typed, audited, and never a cluster call.
+
+A submission is one transaction: the Job row, its first event, the audit row and the outbox row
+commit together; the cluster hears about it only after commit (dispatch.outbox_write). Rejected
+input raises ValidationError({field: [...]}) before anything is written.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from django.core.exceptions import PermissionDenied, ValidationError
+from django.db import transaction
+from django.http import HttpRequest
+
+from accounts.audit import audit_record, snapshot
+from accounts.choices import ROLES_THAT_SUBMIT
+from accounts.models import Project, Quota, User
+from accounts.selectors import project_role
+from workloads import app_settings
+from workloads.choices import EventKind, JobState
+from workloads.dispatch import outbox_write
+from workloads.models import ImageRule, Job, JobEvent, JobTemplate, ProjectVolume
+from workloads.spec import JobSpec, SpecLimits, parse_spec
+from workloads.transitions import job_transition
+
+AUDIT_EXCLUDE = ("log_tail",)
+
+
+def spec_limits(*, project: Project) -> SpecLimits:
+    quota = Quota.objects.filter(project=project).first() or Quota(project=project)
+    rules = frozenset(ImageRule.objects.filter(project=project).values_list("registry", "repository"))
+    volumes = dict(ProjectVolume.objects.filter(project=project).values_list("name", "read_only"))
+    return SpecLimits(
+        images=rules,
+        volumes=volumes,
+        max_gpus=min(app_settings.max_gpus_per_job(), quota.gpus),
+        max_mps_slices=quota.mps_slices,
+        max_cpu_millicores=quota.cpu_millicores,
+        max_memory_mib=quota.memory_mib,
+        max_runtime_minutes=quota.max_runtime_minutes,
+        simulation=app_settings.simulation(),
+    )
+
+
+def require_submitter(*, actor: User, project: Project) -> None:
+    if actor.is_staff:
+        return
+    if project_role(user=actor, project=project) not in ROLES_THAT_SUBMIT:
+        raise PermissionDenied("Viewers can read this project's jobs but not submit or cancel them.")
+
+
+def job_submit(
+    *,
+    actor: User,
+    project: Project,
+    data: Any,
+    rerun_of: Job | None = None,
+    request: HttpRequest | None = None,
+) -> Job:
+    """Validate the typed request, then save the job, its outbox row and its audit row at once."""
+    require_submitter(actor=actor, project=project)
+    spec = parse_spec(data, spec_limits(project=project))
+    return _job_create(actor=actor, project=project, spec=spec, rerun_of=rerun_of, request=request)
+
+
+def _job_create(
+    *, actor: User, project: Project, spec: JobSpec, rerun_of: Job | None, request: HttpRequest | None
+) -> Job:
+    job = Job(project=project, owner=actor, rerun_of=rerun_of, **spec.as_fields())
+    job.full_clean()
+    with transaction.atomic():
+        job.save()
+        why = f"rerun of {rerun_of.k8s_name}" if rerun_of else "submitted"
+        JobEvent.objects.create(job=job, kind=EventKind.TRANSITION, to_state=JobState.QUEUED, reason=why)
+        audit_record(
+            actor=actor,
+            action="job.submit",
+            obj=job,
+            project=project,
+            after=snapshot(job, exclude=AUDIT_EXCLUDE),
+            request=request,
+        )
+        outbox_write(job.pk)
+    return job
+
+
+def job_spec_request(job: Job) -> dict[str, Any]:
+    """The request that would make this job again (rerun, templates)."""
+    spec = JobSpec(**{name: getattr(job, name) for name in JobSpec.__dataclass_fields__})
+    return spec.as_request()
+
+
+def job_rerun(*, actor: User, job: Job, edits: Any = None, request: HttpRequest | None = None) -> Job:
+    """A new job from an old one's spec, with an optional partial spec of edits on top."""
+    if edits is not None and not isinstance(edits, dict):
+        raise ValidationError({"non_field_errors": ["Edits must be a JSON object of spec fields."]})
+    data = {**job_spec_request(job), **(edits or {})}
+    return job_submit(actor=actor, project=job.project, data=data, rerun_of=job, request=request)
+
+
+def job_cancel(*, actor: User, job: Job, request: HttpRequest | None = None) -> Job:
+    """Cancel: the row moves at once; the reconciler deletes the cluster Job (background propagation)."""
+    require_submitter(actor=actor, project=job.project)
+    if job.is_terminal:
+        raise ValidationError({"state": [f"The job already ended ({job.state})."]})
+    with transaction.atomic():
+        before = {"state": job.state}
+        if not job_transition(job=job, to=JobState.CANCELLED, reason=f"cancelled by {actor}", actor=actor):
+            raise ValidationError({"state": ["The job changed state meanwhile; reload and retry."]})
+        audit_record(
+            actor=actor,
+            action="job.cancel",
+            obj=job,
+            project=job.project,
+            before=before,
+            after={"state": job.state},
+            request=request,
+        )
+        outbox_write(job.pk)
+    return job
+
+
+def template_create(
+    *,
+    actor: User,
+    project: Project,
+    name: str,
+    spec: Any,
+    description: str = "",
+    request: HttpRequest | None = None,
+) -> JobTemplate:
+    require_submitter(actor=actor, project=project)
+    parsed = parse_spec(spec, spec_limits(project=project))
+    template = JobTemplate(
+        project=project, name=name, description=description, spec=parsed.as_request(), created_by=actor
+    )
+    if JobTemplate.objects.filter(project=project, name=name).exists():
+        raise ValidationError({"name": ["This project already has a template of that name."]})
+    template.full_clean()
+    with transaction.atomic():
+        template.save()
+        audit_record(
+            actor=actor,
+            action="template.create",
+            obj=template,
+            project=project,
+            after=snapshot(template),
+            request=request,
+        )
+    return template
+
+
+def template_delete(*, actor: User, template: JobTemplate, request: HttpRequest | None = None) -> None:
+    require_submitter(actor=actor, project=template.project)
+    with transaction.atomic():
+        audit_record(
+            actor=actor,
+            action="template.delete",
+            obj=template,
+            project=template.project,
+            before=snapshot(template),
+            request=request,
+        )
+        template.delete()

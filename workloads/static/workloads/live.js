@@ -1,0 +1,51 @@
+// Live job states: one websocket, messages of type "job.state" update rows in place.
+// Socket messages are best effort; on (re)connect the page reloads its rows from the server.
+(function () {
+  "use strict";
+  const root = document.querySelector("[data-live-socket]");
+  if (!root) { return; }
+  const status = document.getElementById("live-status");
+  let delay = 1000;
+  let opened = false;
+
+  function label(state) { return state.charAt(0).toUpperCase() + state.slice(1); }
+
+  function apply(msg) {
+    document.querySelectorAll('[data-job="' + msg.job + '"]').forEach(function (row) {
+      const state = row.querySelector('[data-field="state"]');
+      if (state) {
+        const mark = document.createElement("mark");
+        mark.className = "state state-" + msg.state;
+        mark.textContent = label(msg.state);
+        state.replaceChildren(mark);
+      }
+      const reason = row.querySelector('[data-field="reason"]');
+      if (reason) { reason.textContent = msg.reason; }
+      const code = row.querySelector('[data-field="exit_code"]');
+      if (code && msg.exit_code !== null) { code.textContent = String(msg.exit_code); }
+      const node = row.querySelector('[data-field="node"]');
+      if (node && msg.node) { node.textContent = msg.node; }
+    });
+  }
+
+  function connect() {
+    const scheme = window.location.protocol === "https:" ? "wss://" : "ws://";
+    const socket = new WebSocket(scheme + window.location.host + root.dataset.liveSocket);
+    socket.addEventListener("open", function () {
+      if (status) { status.textContent = "live"; }
+      if (opened) { window.location.reload(); }  // resync after a gap
+      opened = true;
+      delay = 1000;
+    });
+    socket.addEventListener("message", function (event) {
+      const msg = JSON.parse(event.data);
+      if (msg.type === "job.state") { apply(msg); }
+    });
+    socket.addEventListener("close", function () {
+      if (status) { status.textContent = "reconnecting…"; }
+      window.setTimeout(connect, delay);
+      delay = Math.min(delay * 2, 30000);
+    });
+  }
+  connect();
+})();

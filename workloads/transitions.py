@@ -1,0 +1,91 @@
+"""The job state machine's one write path: compare-and-swap, an event row, and on-commit effects.
+
+`filter(pk=..., state=old).update(state=new)` makes concurrent reconcilers, cancels and the
+admission loop safe without row locks: zero rows updated means somebody else moved the job first,
+and the caller re-reads instead of overwriting (style rule 10). Transitions are forward only
+(workloads.choices.ALLOWED_TRANSITIONS).
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Any
+
+from django.db import transaction
+from django.utils import timezone
+
+from accounts.models import User
+from workloads import broadcast
+from workloads.choices import ALLOWED_TRANSITIONS, TERMINAL_STATES, EventKind, JobState
+from workloads.models import Job, JobEvent
+
+NOTIFY_ON = {JobState.RUNNING: "started", JobState.SUCCEEDED: "succeeded", JobState.FAILED: "failed"}
+
+
+def _timestamps(to: JobState, at: datetime, extra: dict[str, Any]) -> dict[str, Any]:
+    updates: dict[str, Any] = {"state": to, "state_changed_at": at}
+    if to == JobState.ADMITTED:
+        updates["admitted_at"] = at
+    if to == JobState.RUNNING:
+        updates["started_at"] = extra.pop("started_at", None) or at
+    if to in TERMINAL_STATES:
+        updates["finished_at"] = extra.pop("finished_at", None) or at
+    updates.update({k: v for k, v in extra.items() if v is not None})
+    return updates
+
+
+def _after_commit(job_id: int, to: JobState) -> None:
+    from workloads.tasks import notify_job
+
+    transaction.on_commit(lambda: broadcast.job_changed(job_id))
+    kind = NOTIFY_ON.get(to)
+    if kind:
+        transaction.on_commit(lambda: _safe_notify(notify_job, job_id, kind))
+
+
+def _safe_notify(task: Any, job_id: int, kind: str) -> None:
+    try:
+        task.delay(job_id, kind)
+    except Exception:
+        import logging
+
+        logging.getLogger(__name__).warning("could not enqueue notification for job %s", job_id)
+
+
+def job_transition(
+    *,
+    job: Job,
+    to: JobState,
+    reason: str,
+    actor: User | None = None,
+    at: datetime | None = None,
+    **extra: Any,
+) -> bool:
+    """Move `job` to `to` if its current state allows it; True when this call made the move."""
+    at = at or timezone.now()
+    with transaction.atomic():
+        old = Job.objects.filter(pk=job.pk).values_list("state", flat=True).first()
+        if old is None or to not in ALLOWED_TRANSITIONS.get(old, frozenset()):
+            return False
+        updates = _timestamps(to, at, dict(extra))
+        updates["state_reason"] = reason[:300]
+        if actor is not None and to == JobState.CANCELLED:
+            updates["cancelled_by"] = actor
+        if not Job.objects.filter(pk=job.pk, state=old).update(**updates):
+            return False
+        JobEvent.objects.create(
+            job=job,
+            kind=EventKind.TRANSITION,
+            at=at,
+            from_state=old,
+            to_state=to,
+            reason=reason[:120],
+            message=reason,
+        )
+        _after_commit(job.pk, to)
+    job.refresh_from_db()
+    return True
+
+
+def job_note(*, job: Job, reason: str, message: str = "", kind: EventKind = EventKind.NOTE) -> JobEvent:
+    return JobEvent.objects.create(job=job, kind=kind, reason=reason[:120], message=message)
