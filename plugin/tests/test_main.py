@@ -1,0 +1,41 @@
+"""The entry points as processes: `python -m plugin` registers with the test kubelet and stops on SIGTERM;
+`python -m plugin.gpucheck` says clearly when there is no GPU."""
+
+from __future__ import annotations
+
+import signal
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from plugin import gpucheck, nvml
+from plugin.devices import RESOURCE_GPU
+from plugin.testing.kubelet import TestKubelet
+
+
+def test_the_daemon_process_registers_and_exits_cleanly_on_sigterm(
+    kubelet: TestKubelet, short_dir: Path
+) -> None:
+    argv = [sys.executable, "-m", "plugin", "--backend", "sim", "--sim-gpus", "2", "--sim-call-cost-us", "10"]
+    argv += ["--plugin-dir", str(kubelet.plugin_dir), "--mps-root", str(short_dir / "mps")]
+    argv += ["--pod-resources-socket", str(kubelet.pod_resources_socket), "--log-level", "WARNING"]
+    proc = subprocess.Popen(argv)
+    try:
+        kubelet.wait_registered(RESOURCE_GPU, timeout=30)
+        assert len(kubelet.wait_devices(RESOURCE_GPU, lambda d: len(d) == 2)) == 2
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        assert proc.wait(timeout=20) == 0
+
+
+def test_gpu_check_exits_2_with_a_clear_message_without_nvml(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    def no_gpu() -> nvml.NvmlLib:
+        raise nvml.NvmlUnavailable("no NVIDIA GPU / NVML not found: NVML Shared Library Not Found")
+
+    monkeypatch.setattr(nvml, "load_real", no_gpu)
+    assert gpucheck.main() == 2
+    assert "no NVIDIA GPU / NVML not found" in capsys.readouterr().err
