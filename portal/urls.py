@@ -3,6 +3,7 @@ from django.contrib import admin
 from django.urls import include, path
 from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerView
 
+from gpu.metrics import metrics_view as gpu_metrics_view
 from portal import views
 
 # The admin signs in through allauth, so its login shares the rate limits and the MFA step.
@@ -21,4 +22,6 @@ urlpatterns = [
     path("api/schema/", SpectacularAPIView.as_view(), name="schema"),
     path("api/docs/", SpectacularSwaggerView.as_view(url_name="schema"), name="api-docs"),
     path("healthz", views.healthz, name="healthz"),
+    path("cluster/", include("gpu.urls")),
+    path("metrics", gpu_metrics_view, name="metrics"),
 ]

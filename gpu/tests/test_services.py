@@ -1,0 +1,96 @@
+"""Mirror functions take raw Node dicts; desired-state services audit and enqueue after commit."""
+
+from __future__ import annotations
+
+from typing import Any
+from unittest import mock
+
+import pytest
+from django.core.exceptions import ValidationError
+
+from accounts.models import AuditLog
+from gpu import services
+from gpu.choices import SharingMode
+from gpu.models import Node
+from gpu.selectors import plugin_config
+from gpu.tests.factories import make_gpus, make_node
+from tests.fixtures.personas import World
+
+pytestmark = pytest.mark.django_db
+
+
+def raw_node(
+    name: str = "n1", *, unschedulable: bool = False, labels: dict[str, str] | None = None
+) -> dict[str, Any]:
+    return {
+        "metadata": {"name": name, "uid": "u-1", "resourceVersion": "5",
+                     "labels": labels or {"nvidia.com/gpu.product": "NVIDIA-GeForce-RTX-5090"}},
+        "spec": {"unschedulable": unschedulable} if unschedulable else {},
+        "status": {
+            "capacity": {"nvidia.com/gpu": "4", "cpu": "64"},
+            "allocatable": {"nvidia.com/gpu": "4", "cpu": "63"},
+            "conditions": [{"type": "Ready", "status": "True", "lastHeartbeatTime": "2026-11-30T00:00:00Z"}],
+        },
+    }  # fmt: skip
+
+
+def test_node_apply_mirrors_the_raw_node() -> None:
+    node = services.node_apply(raw=raw_node())
+    assert (node.gpu_model, node.gpu_count, node.cordoned, node.is_ready) == (
+        "NVIDIA-GeForce-RTX-5090",
+        4,
+        False,
+        True,
+    )
+    assert "lastHeartbeatTime" not in node.conditions[0]
+
+
+def test_a_heartbeat_only_change_writes_nothing() -> None:
+    services.node_apply(raw=raw_node())
+    before = Node.objects.get().synced_at
+    again = raw_node()
+    again["status"]["conditions"][0]["lastHeartbeatTime"] = "2026-11-30T00:01:00Z"
+    services.node_apply(raw=again)
+    assert Node.objects.get().synced_at == before
+
+
+def test_cordon_relabel_delete_and_relist() -> None:
+    services.node_apply(raw=raw_node(unschedulable=True, labels={"team": "x"}))
+    node = Node.objects.get()
+    assert node.cordoned
+    assert node.labels == {"team": "x"}
+    services.node_remove(name="n1")
+    assert Node.objects.get().deleted
+    services.node_apply(raw=raw_node())
+    assert not Node.objects.get().deleted
+    services.node_apply(raw=raw_node("n2"))
+    assert services.node_relist(names=["n2"]) == 1
+    assert list(Node.objects.filter(deleted=False).values_list("name", flat=True)) == ["n2"]
+
+
+def test_sharing_change_is_audited_and_enqueues_the_node_task(
+    world: World, django_capture_on_commit_callbacks: Any
+) -> None:
+    node = make_node()
+    gpu = make_gpus(node, 1)[0]
+    with (
+        mock.patch("gpu.services.current_app.send_task") as send,
+        django_capture_on_commit_callbacks(execute=True),
+    ):
+        services.gpu_set_sharing(gpu=gpu, mode=SharingMode.SHARED, slices=4, actor=world.admin)
+    send.assert_called_once_with("workloads.reconcile_node", args=[node.pk])
+    assert AuditLog.objects.filter(action="gpu.sharing").exists()
+    assert plugin_config(node=node) == {"gpus": {gpu.uuid: {"mode": "shared", "slices": 4}}}
+
+
+def test_slices_are_bounded(world: World) -> None:
+    gpu = make_gpus(make_node(), 1)[0]
+    with pytest.raises(ValidationError):
+        services.gpu_set_sharing(gpu=gpu, mode=SharingMode.SHARED, slices=49, actor=world.admin)
+
+
+def test_out_of_service_gpus_are_flagged_for_the_plugin(world: World) -> None:
+    node = make_node()
+    gpu = make_gpus(node, 1)[0]
+    services.gpu_set_in_service(gpu=gpu, in_service=False, actor=world.admin)
+    assert plugin_config(node=node)["gpus"][gpu.uuid] == {"mode": "exclusive", "in_service": False}
