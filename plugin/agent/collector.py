@@ -124,6 +124,14 @@ class XidWatcher:
         self._stop.set()
         self._thread.join(timeout=5)
 
+    def _register(self, handle: Any, event_set: Any) -> None:
+        try:
+            self.lib.nvmlDeviceRegisterEvents(handle, nvml.EVENT_XID, event_set)
+        except nvml.NVMLError as exc:
+            if not nvml.is_not_supported(exc):
+                raise
+            log.warning("XID events not supported on one GPU; its samples carry xid=null")
+
     def _run(self) -> None:
         event_set: Any = None
         while not self._stop.is_set():
@@ -131,7 +139,7 @@ class XidWatcher:
                 if event_set is None:
                     event_set = self.lib.nvmlEventSetCreate()
                     for h in self.collector.handles:
-                        self.lib.nvmlDeviceRegisterEvents(h, nvml.EVENT_XID, event_set)
+                        self._register(h, event_set)
                 ev = self.lib.nvmlEventSetWait_v2(event_set, 500)
                 self.collector.note_xid(_s(self.lib.nvmlDeviceGetUUID(ev.device)), int(ev.eventData))
             except nvml.NVMLError as exc:
