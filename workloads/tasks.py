@@ -16,7 +16,6 @@ from django.core.mail import send_mail
 
 from workloads import cluster_sync
 from workloads.admission import admission_pass
-from workloads.choices import Queue
 from workloads.dispatch import enqueue_reconcile, outbox_dispatch
 from workloads.k8s import builders
 from workloads.k8s.client import get_client
@@ -30,7 +29,6 @@ K8S_RETRY = (K8sTransientError,)
 
 @shared_task(
     name="workloads.reconcile_job",
-    queue=Queue.RECONCILE,
     autoretry_for=K8S_RETRY,
     retry_backoff=1,
     retry_backoff_max=30,
@@ -46,7 +44,6 @@ def reconcile_job(job_id: int) -> None:
 
 @shared_task(
     name="workloads.reconcile_job_uid",
-    queue=Queue.RECONCILE,
     autoretry_for=K8S_RETRY,
     retry_backoff=1,
     retry_backoff_max=30,
@@ -64,7 +61,6 @@ def reconcile_job_uid(uid: str) -> None:
 
 @shared_task(
     name="workloads.reconcile_namespace",
-    queue=Queue.RECONCILE,
     autoretry_for=K8S_RETRY,
     retry_backoff=1,
     retry_backoff_max=30,
@@ -80,7 +76,6 @@ def reconcile_namespace(project_id: int) -> None:
 
 @shared_task(
     name="workloads.record_k8s_event",
-    queue=Queue.RECONCILE,
     soft_time_limit=60,
     time_limit=90,
     ignore_result=True,
@@ -91,7 +86,6 @@ def record_k8s_event(event: dict[str, Any]) -> None:
 
 @shared_task(
     name="workloads.sweep",
-    queue=Queue.RECONCILE,
     expires=50,
     soft_time_limit=60,
     time_limit=90,
@@ -120,7 +114,6 @@ def report_orphans() -> int:
 
 @shared_task(
     name="workloads.notify_job",
-    queue=Queue.NOTIFY,
     autoretry_for=(OSError,),
     max_retries=5,
     retry_backoff=10,

@@ -1,17 +1,19 @@
-"""A node's desired state in the cluster: its cordon flag and its line in the plugin's config.
+"""A node's desired state in the cluster: its cordon flag and the plugin's sharing config.
 
 - `NodeCordonReconciler` merge-patches `spec.unschedulable` when the operators' intent
   (`Node.desired_cordoned`) differs from the Node; it never creates or deletes Nodes.
-- `PluginConfigReconciler` keeps the key `<node>.json` of the ConfigMap `gpu-portal-plugin-config`
-  (namespace `gpu-portal-system`) equal to the node's sharing file,
-  {"gpus": {"<uuid>": {"mode": "exclusive"|"shared", "slices": N}}}, which the plugin reads from
-  the mounted ConfigMap (plugin/config.py). Each node writes only its own key with a JSON merge
-  patch, so concurrent tasks for different nodes never overwrite each other.
+- `PluginConfigReconciler` keeps the ConfigMap the node DaemonSet mounts (docs/plugin.md:
+  `gpu-portal-sharing` in `gpu-portal-system`, key `sharing.json`) equal to
+  {"gpus": {"<uuid>": {"mode": "exclusive"|"shared", "slices": N}}} for every GPU of every live node;
+  each node's plugin reads its own UUIDs from it. The file is computed from the database on every
+  run (level-triggered) and written with a resourceVersion-guarded PUT, so two node tasks racing
+  cannot leave an older picture behind: the loser gets 409, which retries with a fresh read.
 """
 
 from __future__ import annotations
 
 import json
+from typing import Any
 
 from gpu import app_settings, selectors
 from gpu.models import Node
@@ -29,11 +31,7 @@ def configmap_collection(namespace: str) -> str:
     return f"/api/v1/namespaces/{namespace}/configmaps"
 
 
-def config_key(node_name: str) -> str:
-    return f"{node_name}.json"
-
-
-def config_text(config: Obj) -> str:
+def config_text(config: dict[str, Any]) -> str:
     """Stable text (sorted keys), so an unchanged config is never rewritten."""
     return json.dumps(config, sort_keys=True, separators=(",", ":"))
 
@@ -71,6 +69,7 @@ class PluginConfigReconciler(Reconciler[Node]):
         super().__init__(owner, client)
         self.namespace = app_settings.plugin_config_namespace()
         self.name = app_settings.plugin_config_name()
+        self.key = app_settings.plugin_config_key()
 
     @property
     def collection(self) -> str:
@@ -81,41 +80,43 @@ class PluginConfigReconciler(Reconciler[Node]):
         return f"{self.collection}/{self.name}"
 
     def desired(self) -> Obj:
-        text = config_text(selectors.plugin_config(node=self.owner))
         return {
             "apiVersion": "v1",
             "kind": "ConfigMap",
             "metadata": {"name": self.name, "namespace": self.namespace, "labels": dict(MANAGED_BY)},
-            "data": {config_key(self.owner.name): text},
+            "data": {self.key: config_text(selectors.plugin_config())},
         }
 
     def reconcile(self, current: Obj, desired: Obj) -> None:
-        key = config_key(self.owner.name)
-        if (current.get("data") or {}).get(key) != desired["data"][key]:
+        text = (current.get("data") or {}).get(self.key)
+        try:
+            same = text is not None and json.loads(text) == json.loads(desired["data"][self.key])
+        except ValueError:
+            same = False
+        if not same:
             raise NeedsUpdate
 
     def create(self, desired: Obj) -> Obj | None:
-        # Another node's task may create it first (409): then merge our key into theirs.
-        return self.client.create(self.collection, desired) or self.update({}, desired)
+        created = self.client.create(self.collection, desired)
+        if created is None:  # someone else created it meanwhile: converge onto theirs
+            current = self.current()
+            return self.update(current, desired) if current is not None else None
+        return created
 
     def update(self, current: Obj, desired: Obj) -> Obj:
-        return self.client.patch(self.path, {"data": desired["data"]})
+        body = {**current, "data": {**(current.get("data") or {}), **desired["data"]}}
+        return self.client.replace(self.path, body)
 
     def delete(self) -> bool:
-        """Remove only this node's key (a JSON merge patch with null)."""
-        if self.client.get(self.path) is None:
-            return False
-        self.client.patch(self.path, {"data": {config_key(self.owner.name): None}})
-        return True
+        return False  # shared by every node; a deleted node's GPUs simply leave the file
 
 
 RECONCILE_ORDER: tuple[type[Reconciler[Node]], ...] = (NodeCordonReconciler, PluginConfigReconciler)
 
 
 def node_reconcile(*, node: Node, client: KubeClient) -> None:
-    """Converge one node; a deleted node only loses its plugin config key."""
-    if node.deleted:
-        PluginConfigReconciler(node, client).down()
-        return
+    """Converge one node (a deleted node only drops out of the sharing file)."""
     for reconciler in RECONCILE_ORDER:
+        if node.deleted and reconciler is NodeCordonReconciler:
+            continue
         reconciler(node, client).up()

@@ -1,0 +1,35 @@
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+import pytest
+
+from accounts.models import Project
+from tests.fixtures.personas import World
+from workloads.k8s.client import set_client
+from workloads.models import ImageRule, ProjectVolume
+from workloads.tests.fakes import FakeKube
+
+IMAGE = "registry.example.com/team/train:1.0"
+
+
+@pytest.fixture
+def fake_kube() -> Iterator[FakeKube]:
+    fake = FakeKube()
+    set_client(fake)
+    try:
+        yield fake
+    finally:
+        set_client(None)
+
+
+def allow_images(project: Project) -> None:
+    ImageRule.objects.create(project=project, registry="registry.example.com", repository="team/train")
+    ProjectVolume.objects.create(project=project, name="data", claim_name="alpha-data")
+
+
+@pytest.fixture
+def jobs_world(world: World) -> World:
+    allow_images(world.alpha)
+    allow_images(world.beta)
+    return world

@@ -1,0 +1,138 @@
+"""Builders are pure: compared with whole dicts, no cluster, no database (kubespawner's test_objects)."""
+
+from __future__ import annotations
+
+import uuid
+
+from django.test import override_settings
+
+from accounts.models import Project, Quota
+from workloads.k8s import builders
+from workloads.models import Job, ProjectVolume
+
+UID = uuid.UUID("12345678-1234-5678-1234-567812345678")
+LABELS = {
+    "app.kubernetes.io/managed-by": "gpu-portal",
+    "gpuportal.dev/job-uid": str(UID),
+    "gpuportal.dev/project": "alpha",
+}
+SECURITY = {
+    "allowPrivilegeEscalation": False,
+    "privileged": False,
+    "runAsNonRoot": True,
+    "capabilities": {"drop": ["ALL"]},
+    "seccompProfile": {"type": "RuntimeDefault"},
+}
+
+
+def make_job(**fields: object) -> Job:
+    project = Project(slug="alpha", name="Alpha")
+    defaults: dict[str, object] = {
+        "uid": UID, "project": project, "image": "registry.example.com/team/train:1.0", "gpus": 2,
+        "gpu_type": "NVIDIA-GeForce-RTX-5090", "cpu_millicores": 2000, "memory_mib": 8192,
+        "max_runtime_minutes": 30, "command": ["python"], "args": ["train.py"],
+        "env": [{"name": "EPOCHS", "value": "3"}],
+    }
+    defaults.update(fields)
+    return Job(**defaults)
+
+
+@override_settings(GPUPORTAL_JOB_TTL_SECONDS=3600, GPUPORTAL_JOB_BACKOFF_LIMIT=0)
+def test_build_job_renders_the_restricted_suspended_job() -> None:
+    assert builders.build_job(make_job(), simulation=False) == {
+        "apiVersion": "batch/v1",
+        "kind": "Job",
+        "metadata": {"name": f"job-{UID}", "namespace": "gp-alpha", "labels": LABELS},
+        "spec": {
+            "suspend": True,
+            "parallelism": 1,
+            "completions": 1,
+            "backoffLimit": 0,
+            "podReplacementPolicy": "Failed",
+            "activeDeadlineSeconds": 1800,
+            "ttlSecondsAfterFinished": 3600,
+            "template": {
+                "metadata": {"labels": LABELS},
+                "spec": {
+                    "restartPolicy": "Never",
+                    "automountServiceAccountToken": False,
+                    "enableServiceLinks": False,
+                    "securityContext": {
+                        "runAsNonRoot": True, "runAsUser": 1000, "runAsGroup": 1000, "fsGroup": 1000,
+                        "seccompProfile": {"type": "RuntimeDefault"},
+                    },
+                    "nodeSelector": {"nvidia.com/gpu.product": "NVIDIA-GeForce-RTX-5090"},
+                    "containers": [
+                        {
+                            "name": "main",
+                            "image": "registry.example.com/team/train:1.0",
+                            "imagePullPolicy": "IfNotPresent",
+                            "command": ["python"],
+                            "args": ["train.py"],
+                            "env": [{"name": "EPOCHS", "value": "3"}],
+                            "resources": {
+                                "requests": {"cpu": "2000m", "memory": "8192Mi", "nvidia.com/gpu": "2"},
+                                "limits": {"memory": "8192Mi", "nvidia.com/gpu": "2"},
+                            },
+                            "securityContext": SECURITY,
+                        }
+                    ],
+                },
+            },
+        },
+    }
+
+
+def test_mps_slices_become_shared_gpu_requests_equal_to_limits() -> None:
+    manifest = builders.build_job(make_job(gpus=0, gpu_type="", mps_slices=3), simulation=False)
+    pod = manifest["spec"]["template"]["spec"]
+    assert pod["containers"][0]["resources"] == {
+        "requests": {"cpu": "2000m", "memory": "8192Mi", "nvidia.com/gpu.shared": "3"},
+        "limits": {"memory": "8192Mi", "nvidia.com/gpu.shared": "3"},
+    }
+    assert "nodeSelector" not in pod
+
+
+def test_simulation_annotations_only_when_switched_on() -> None:
+    job = make_job(sim_run_seconds=5, sim_exit_code=3)
+    assert "annotations" not in builders.build_job(job, simulation=False)["spec"]["template"]["metadata"]
+    assert builders.build_job(job, simulation=True)["spec"]["template"]["metadata"]["annotations"] == {
+        "pod-complete.stage.kwok.x-k8s.io/delay": "5s",
+        "gpuportal.dev/exit-code": "3",
+    }
+
+
+def test_volumes_come_only_from_project_claims() -> None:
+    job = make_job(volumes=[{"volume": "data", "mount_path": "/data", "read_only": False}])
+    claim = ProjectVolume(name="data", claim_name="alpha-data", read_only=True)
+    pod = builders.build_job(job, claims={"data": claim}, simulation=False)["spec"]["template"]["spec"]
+    assert pod["volumes"] == [{"name": "vol-0", "persistentVolumeClaim": {"claimName": "alpha-data", "readOnly": True}}]
+    assert pod["containers"][0]["volumeMounts"] == [{"name": "vol-0", "mountPath": "/data", "readOnly": True}]
+
+
+def test_resource_quota_mirrors_the_project_quota() -> None:
+    project = Project(slug="alpha", name="Alpha")
+    quota = Quota(gpus=8, mps_slices=4, cpu_millicores=16000, memory_mib=65536, max_concurrent_jobs=5)
+    assert builders.build_resource_quota(project, quota)["spec"] == {
+        "hard": {
+            "requests.nvidia.com/gpu": "8",
+            "requests.nvidia.com/gpu.shared": "4",
+            "requests.cpu": "16000m",
+            "requests.memory": "65536Mi",
+            "limits.memory": "65536Mi",
+            "pods": "5",
+        }
+    }
+
+
+def test_namespace_enforces_pod_security_restricted() -> None:
+    labels = builders.build_namespace(Project(slug="alpha", name="Alpha"))["metadata"]["labels"]
+    assert labels["pod-security.kubernetes.io/enforce"] == "restricted"
+    assert labels["app.kubernetes.io/managed-by"] == "gpu-portal"
+
+
+def test_network_policy_denies_by_default() -> None:
+    spec = builders.build_network_policy(Project(slug="alpha", name="Alpha"))["spec"]
+    assert spec["podSelector"] == {}
+    assert spec["policyTypes"] == ["Ingress", "Egress"]
+    assert "ingress" not in spec

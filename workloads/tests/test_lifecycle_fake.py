@@ -1,0 +1,140 @@
+"""The whole job lifecycle against the in-memory client (the cluster tests repeat it for real)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+from django.core import mail
+
+from tests.fixtures.personas import World
+from workloads import services
+from workloads.admission import admission_pass
+from workloads.choices import JobState
+from workloads.k8s import paths
+from workloads.models import Job, ReconcileOutbox
+from workloads.tasks import notify_job, reconcile_job
+from workloads.tests.conftest import IMAGE
+from workloads.tests.fakes import FakeKube
+
+pytestmark = pytest.mark.django_db
+
+
+def submit(world: World, **spec: Any) -> Job:
+    return services.job_submit(actor=world.member, project=world.alpha, data={"image": IMAGE, "gpus": 1, **spec})
+
+
+def add_pod(fake: FakeKube, job: Job, phase: str, exit_code: int | None = None) -> None:
+    status: dict[str, Any] = {"phase": phase, "startTime": "2026-11-30T10:00:00Z"}
+    if exit_code is not None:
+        status["containerStatuses"] = [{"state": {"terminated": {"exitCode": exit_code}}}]
+    name = f"{job.k8s_name}-abcde"
+    fake.objects[f"{paths.pods(job.namespace)}/{name}"] = {
+        "metadata": {"name": name, "labels": {"gpuportal.dev/job-uid": str(job.uid)},
+                     "creationTimestamp": "2026-11-30T10:00:00Z"},
+        "spec": {"nodeName": "gpu-node-0"},
+        "status": status,
+    }
+
+
+def set_condition(fake: FakeKube, job: Job, kind: str, reason: str = "") -> None:
+    obj = fake.objects[paths.job(job.namespace, job.k8s_name)]
+    obj["status"] = {"conditions": [{"type": kind, "status": "True", "reason": reason,
+                                     "lastTransitionTime": "2026-11-30T10:05:00Z"}]}
+
+
+def test_submit_writes_outbox_and_touches_no_cluster(jobs_world: World, fake_kube: FakeKube,
+                                                      django_capture_on_commit_callbacks: Any) -> None:
+    with django_capture_on_commit_callbacks() as callbacks:
+        job = submit(jobs_world)
+    assert job.state == JobState.QUEUED
+    assert ReconcileOutbox.objects.filter(job=job).exists()
+    assert len(callbacks) == 1
+    assert fake_kube.calls == []
+
+
+def test_it_runs_to_success_and_keeps_the_log(jobs_world: World, fake_kube: FakeKube) -> None:
+    job = submit(jobs_world)
+    reconcile_job(job.pk)
+    manifest = fake_kube.objects[paths.job("gp-alpha", job.k8s_name)]
+    assert manifest["spec"]["suspend"] is True
+    assert admission_pass() == [job.pk]
+    reconcile_job(job.pk)
+    assert manifest["spec"]["suspend"] is False
+    add_pod(fake_kube, job, "Running")
+    reconcile_job(job.pk)
+    job.refresh_from_db()
+    assert (job.state, job.node) == (JobState.RUNNING, "gpu-node-0")
+    fake_kube.logs[paths.pod_log("gp-alpha", job.pod_name)] = b"x" * 10 + b"hello\n"
+    set_condition(fake_kube, job, "Complete")
+    reconcile_job(job.pk)
+    job.refresh_from_db()
+    assert (job.state, job.exit_code, job.log_tail) == (JobState.SUCCEEDED, 0, "xxxxxxxxxxhello\n")
+    assert list(job.events.values_list("to_state", flat=True).exclude(to_state="")) == [
+        "queued", "admitted", "running", "succeeded"]
+    assert not ReconcileOutbox.objects.filter(job=job).exists()
+
+
+def test_a_failing_job_records_its_exit_code(jobs_world: World, fake_kube: FakeKube) -> None:
+    job = submit(jobs_world)
+    reconcile_job(job.pk)
+    admission_pass()
+    add_pod(fake_kube, job, "Failed", exit_code=3)
+    set_condition(fake_kube, job, "Failed", "BackoffLimitExceeded")
+    reconcile_job(job.pk)
+    job.refresh_from_db()
+    assert (job.state, job.exit_code) == (JobState.FAILED, 3)
+    assert job.state_reason.startswith("BackoffLimitExceeded")
+
+
+def test_cancel_deletes_with_background_propagation(jobs_world: World, fake_kube: FakeKube) -> None:
+    job = submit(jobs_world)
+    reconcile_job(job.pk)
+    services.job_cancel(actor=jobs_world.owner, job=job)
+    reconcile_job(job.pk)
+    job.refresh_from_db()
+    assert job.state == JobState.CANCELLED
+    assert job.cancelled_by == jobs_world.owner
+    assert ("DELETE", paths.job("gp-alpha", job.k8s_name)) in fake_kube.calls
+    assert job.deleted_in_cluster_at is not None
+
+
+def test_a_repeated_reconcile_creates_one_job(jobs_world: World, fake_kube: FakeKube) -> None:
+    job = submit(jobs_world)
+    Job.objects.filter(pk=job.pk).update(created_in_cluster_at=None)
+    for _ in range(3):
+        Job.objects.filter(pk=job.pk).update(created_in_cluster_at=None)
+        reconcile_job(job.pk)
+    assert sum(1 for p in fake_kube.objects if p.startswith(paths.jobs("gp-alpha") + "/")) == 1
+
+
+def test_a_vanished_job_is_unknown_not_failed(jobs_world: World, fake_kube: FakeKube) -> None:
+    job = submit(jobs_world)
+    reconcile_job(job.pk)
+    fake_kube.objects.pop(paths.job("gp-alpha", job.k8s_name))
+    reconcile_job(job.pk)
+    job.refresh_from_db()
+    assert job.state == JobState.QUEUED
+    assert job.events.filter(reason__startswith="unknown").exists()
+
+
+def test_admission_respects_the_project_quota(jobs_world: World) -> None:
+    jobs = [submit(jobs_world, gpus=4) for _ in range(3)]
+    assert admission_pass() == [jobs[0].pk, jobs[1].pk]
+    assert admission_pass() == []
+
+
+def test_notifications_respect_the_owner_setting(jobs_world: World) -> None:
+    job = submit(jobs_world)
+    notify_job(job.pk, "started")
+    assert len(mail.outbox) == 1
+    jobs_world.member.notify_by_email = False
+    jobs_world.member.save()
+    notify_job(job.pk, "failed")
+    assert len(mail.outbox) == 1
+
+
+def test_rerun_with_edits_keeps_the_rest(jobs_world: World) -> None:
+    job = submit(jobs_world, args=["--lr", "0.1"])
+    again = services.job_rerun(actor=jobs_world.member, job=job, edits={"gpus": 2})
+    assert (again.gpus, again.args, again.rerun_of) == (2, ["--lr", "0.1"], job)

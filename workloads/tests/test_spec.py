@@ -1,0 +1,77 @@
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+from django.core.exceptions import ValidationError
+
+from workloads.spec import SpecLimits, parse_spec
+
+LIMITS = SpecLimits(
+    images=frozenset({("registry.example.com", "team/train")}), volumes={"data": False, "ro": True},
+    max_gpus=8, max_mps_slices=8, max_cpu_millicores=16000, max_memory_mib=65536, max_runtime_minutes=600,
+)
+IMAGE = "registry.example.com/team/train:1.0"
+
+
+def errors_of(data: Any, limits: SpecLimits = LIMITS) -> dict[str, list[str]]:
+    with pytest.raises(ValidationError) as info:
+        parse_spec(data, limits)
+    return info.value.message_dict
+
+
+def test_it_accepts_a_typed_request() -> None:
+    spec = parse_spec(
+        {"image": IMAGE, "command": ["python"], "args": ["train.py"], "env": {"EPOCHS": "3"}, "gpus": 2,
+         "gpu_type": "NVIDIA-GeForce-RTX-5090", "volumes": [{"volume": "ro", "mount_path": "/data"}]},
+        LIMITS,
+    )
+    assert spec.gpus == 2
+    assert spec.env == [{"name": "EPOCHS", "value": "3"}]
+    assert spec.volumes == [{"volume": "ro", "mount_path": "/data", "read_only": True}]
+
+
+@pytest.mark.parametrize("gpus", [-1, 0.5, 10**6, "4", True, None, 9])
+def test_it_rejects_bad_gpu_counts(gpus: Any) -> None:
+    assert "gpus" in errors_of({"image": IMAGE, "gpus": gpus})
+
+
+@pytest.mark.parametrize(
+    ("name", "field"),
+    [("KUBERNETES_SERVICE_HOST", "env"), ("NVIDIA_VISIBLE_DEVICES", "env"), ("CUDA_MPS_PIPE_DIRECTORY", "env"),
+     ("1BAD", "env"), ("A-B", "env"), ("", "env")],
+)
+def test_it_rejects_reserved_or_invalid_env_names(name: str, field: str) -> None:
+    assert field in errors_of({"image": IMAGE, "env": [{"name": name, "value": "x"}]})
+
+
+def test_it_rejects_secret_references_in_env() -> None:
+    ref = {"name": "TOKEN", "valueFrom": {"secretKeyRef": {"name": "s", "key": "k"}}}
+    assert "env" in errors_of({"image": IMAGE, "env": [ref]})
+
+
+def test_it_rejects_unknown_fields_and_names_each() -> None:
+    errors = errors_of({"image": IMAGE, "privileged": True, "nodeName": "n1"})
+    assert set(errors) == {"privileged", "nodeName"}
+
+
+def test_it_rejects_both_gpus_and_slices() -> None:
+    assert "mps_slices" in errors_of({"image": IMAGE, "gpus": 1, "mps_slices": 2})
+
+
+def test_it_rejects_foreign_volumes_and_bad_paths() -> None:
+    assert "volumes" in errors_of({"image": IMAGE, "volumes": [{"volume": "other", "mount_path": "/x"}]})
+    assert "volumes" in errors_of({"image": IMAGE, "volumes": [{"volume": "data", "mount_path": "/etc/x"}]})
+    assert "volumes" in errors_of({"image": IMAGE, "volumes": [{"volume": "data", "mount_path": "/a/../b"}]})
+
+
+def test_it_refuses_simulation_when_switched_off() -> None:
+    assert "simulate" in errors_of({"image": IMAGE, "simulate": {"run_seconds": 1}})
+
+
+def test_it_caps_runtime_at_the_quota() -> None:
+    assert "max_runtime_minutes" in errors_of({"image": IMAGE, "max_runtime_minutes": 601})
+
+
+def test_it_refuses_non_objects() -> None:
+    assert "non_field_errors" in errors_of(["image"])
