@@ -56,4 +56,9 @@ def plugin_config_namespace() -> str:
 
 
 def plugin_config_name() -> str:
-    return str(_get("GPU_PLUGIN_CONFIG_NAME", "gpu-portal-plugin-config"))
+    """The ConfigMap the node DaemonSet mounts (docs/plugin.md, deploy/node/daemonset.yaml)."""
+    return str(_get("GPU_PLUGIN_CONFIG_NAME", "gpu-portal-sharing"))
+
+
+def plugin_config_key() -> str:
+    return str(_get("GPU_PLUGIN_CONFIG_KEY", "sharing.json"))

@@ -104,7 +104,10 @@ def gpus_by_state() -> dict[str, int]:
     return counts
 
 
-def plugin_config(*, node: Node) -> dict[str, Any]:
-    """The plugin's sharing file for one node: {"gpus": {"<uuid>": {"mode", "slices"}}}."""
-    gpus = Gpu.objects.filter(node=node).order_by("index")
+def plugin_config(*, node: Node | None = None) -> dict[str, Any]:
+    """The plugin's sharing file: {"gpus": {"<uuid>": {"mode", "slices"}}} for every GPU of every
+    live node (UUIDs are unique, each plugin reads its own), or of one node when given."""
+    gpus = gpu_list().order_by("node__name", "index")
+    if node is not None:
+        gpus = gpus.filter(node=node)
     return {"gpus": {gpu.uuid: gpu.plugin_entry for gpu in gpus}}

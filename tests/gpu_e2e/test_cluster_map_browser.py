@@ -1,0 +1,67 @@
+"""The cluster map in headless Chromium against a live daphne: tiles change with new samples, no reload."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+
+import httpx
+import pytest
+from django.conf import settings
+from playwright.sync_api import expect, sync_playwright
+
+from gpu.models import Gpu, Node
+from gpu.tests.factories import batch, make_gpus, make_node, node_token, sample
+from gpu.tests.ws import session_cookie
+from tests.fixtures.personas import World
+from tests.gpu_e2e.live import ROOT, daphne_server
+
+pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
+SCREENSHOT = ROOT / "docs" / "img" / "cluster-map.png"
+
+
+def _post(base: str, node: Node, secret: str, gpus: list[Gpu], utils: list[int], ts: datetime) -> None:
+    samples = []
+    for i, (gpu, util) in enumerate(zip(gpus, utils, strict=True)):
+        ns = ("gp-alpha", f"job-demo{i}-0") if util > 20 else (None, None)
+        samples.append(sample(gpu.uuid, ts, util=util, namespace=ns[0], pod=ns[1], temp_c=34 + util * 0.45))
+    response = httpx.post(
+        f"{base}/api/v1/ingest/samples",
+        json=batch(node.name, samples),
+        headers={"Authorization": f"Bearer {secret}"},
+    )
+    assert response.status_code == 200, response.text
+
+
+def test_the_cluster_map_updates_live_without_reload(world: World) -> None:
+    fleet = [(make_node(f"gpu-node-{i}"), []) for i in range(3)]
+    fleet = [(node, make_gpus(node, 4)) for node, _ in fleet]
+    secrets = {node.name: node_token(node) for node, _ in fleet}
+    cookie = session_cookie(world.admin).split("=", 1)[1]
+    with daphne_server() as base, sync_playwright() as pw:
+        now = datetime.now(UTC) - timedelta(seconds=2)
+        for n, (node, gpus) in enumerate(fleet):
+            _post(base, node, secrets[node.name], gpus, [(17 * (n * 4 + i)) % 100 for i in range(4)], now)
+        browser = pw.chromium.launch(executable_path="/usr/bin/chromium", args=["--no-sandbox"])
+        context = browser.new_context(viewport={"width": 1280, "height": 900})
+        context.add_cookies([{"name": settings.SESSION_COOKIE_NAME, "value": cookie, "url": base}])
+        page = context.new_page()
+        errors: list[str] = []
+        page.on("console", lambda msg: errors.append(msg.text) if msg.type == "error" else None)
+        page.goto(f"{base}/cluster/")
+        expect(page.locator("[data-gpu-status]")).to_have_text("Live", timeout=15000)
+        node, gpus = fleet[0]
+        tile = page.locator(f".gpu-tile[data-uuid='{gpus[1].uuid}'] [data-field='util']")
+        expect(tile).to_have_text("17%")
+        page.evaluate("window.__noReload = true")
+        _post(base, node, secrets[node.name], gpus, [3, 97, 55, 88], datetime.now(UTC))
+        expect(tile).to_have_text("97%", timeout=10000)
+        assert page.evaluate("window.__noReload") is True  # same document: no reload happened
+        expect(page.locator(f".gpu-tile[data-uuid='{gpus[1].uuid}'] [data-field='users']")).to_contain_text(
+            "gp-alpha"
+        )
+        SCREENSHOT.parent.mkdir(parents=True, exist_ok=True)
+        page.screenshot(path=str(SCREENSHOT), full_page=True)
+        browser.close()
+    assert not [e for e in errors if "Content Security Policy" in e], errors
+    assert Path(SCREENSHOT).stat().st_size > 10_000
