@@ -21,17 +21,32 @@ class AuditedAdmin(admin.ModelAdmin):  # type: ignore[type-arg]
     audit_exclude: tuple[str, ...] = ("password", "digest")
 
     def save_model(self, request: HttpRequest, obj: Any, form: Any, change: bool) -> None:
-        before = snapshot(type(obj).objects.filter(pk=obj.pk).first(), exclude=self.audit_exclude) if change else None
+        before = (
+            snapshot(type(obj).objects.filter(pk=obj.pk).first(), exclude=self.audit_exclude)
+            if change
+            else None
+        )
         super().save_model(request, obj, form, change)
         actor = request.user if isinstance(request.user, User) else None
-        audit_record(actor=actor, action=f"admin.{'change' if change else 'add'}", obj=obj,
-                     project=getattr(obj, "project", None) if not isinstance(obj, Project) else obj,
-                     before=before, after=snapshot(obj, exclude=self.audit_exclude), request=request)
+        audit_record(
+            actor=actor,
+            action=f"admin.{'change' if change else 'add'}",
+            obj=obj,
+            project=getattr(obj, "project", None) if not isinstance(obj, Project) else obj,
+            before=before,
+            after=snapshot(obj, exclude=self.audit_exclude),
+            request=request,
+        )
 
     def delete_model(self, request: HttpRequest, obj: Any) -> None:
         actor = request.user if isinstance(request.user, User) else None
-        audit_record(actor=actor, action="admin.delete", obj=obj, before=snapshot(obj, exclude=self.audit_exclude),
-                     request=request)
+        audit_record(
+            actor=actor,
+            action="admin.delete",
+            obj=obj,
+            before=snapshot(obj, exclude=self.audit_exclude),
+            request=request,
+        )
         super().delete_model(request, obj)
 
     def delete_queryset(self, request: HttpRequest, queryset: QuerySet[Any]) -> None:
@@ -40,7 +55,7 @@ class AuditedAdmin(admin.ModelAdmin):  # type: ignore[type-arg]
 
 
 @admin.register(User)
-class PortalUserAdmin(AuditedAdmin, UserAdmin):  # type: ignore[misc]
+class PortalUserAdmin(AuditedAdmin, UserAdmin[User]):
     list_display = ("email", "username", "is_staff", "is_active", "last_login", "date_joined")
     list_filter = ("is_staff", "is_active", "memberships__project")
     search_fields = ("email", "username", "first_name", "last_name")
@@ -85,8 +100,14 @@ class ProjectAdmin(AuditedAdmin):
         super().save_formset(request, form, formset, change)
         actor = request.user if isinstance(request.user, User) else None
         for obj in formset.new_objects + [o for o, _ in formset.changed_objects]:
-            audit_record(actor=actor, action="admin.inline", obj=obj, project=form.instance,
-                         after=snapshot(obj), request=request)
+            audit_record(
+                actor=actor,
+                action="admin.inline",
+                obj=obj,
+                project=form.instance,
+                after=snapshot(obj),
+                request=request,
+            )
 
 
 class GpuTypeLimitInline(admin.TabularInline):  # type: ignore[type-arg]
@@ -96,8 +117,15 @@ class GpuTypeLimitInline(admin.TabularInline):  # type: ignore[type-arg]
 
 @admin.register(Quota)
 class QuotaAdmin(AuditedAdmin):
-    list_display = ("project", "gpus", "mps_slices", "cpu_millicores", "memory_mib", "max_concurrent_jobs",
-                    "max_runtime_minutes")
+    list_display = (
+        "project",
+        "gpus",
+        "mps_slices",
+        "cpu_millicores",
+        "memory_mib",
+        "max_concurrent_jobs",
+        "max_runtime_minutes",
+    )
     search_fields = ("project__slug",)
     inlines = (GpuTypeLimitInline,)
 
@@ -119,7 +147,16 @@ class UserCapAdmin(AuditedAdmin):
 
 @admin.register(ApiToken)
 class ApiTokenAdmin(AuditedAdmin):
-    list_display = ("prefix", "name", "user", "scopes", "created_at", "expires_at", "revoked_at", "last_used_at")
+    list_display = (
+        "prefix",
+        "name",
+        "user",
+        "scopes",
+        "created_at",
+        "expires_at",
+        "revoked_at",
+        "last_used_at",
+    )
     list_filter = ("revoked_at",)
     search_fields = ("prefix", "name", "user__email")
     readonly_fields = ("user", "prefix", "digest", "scopes", "created_at", "last_used_at", "last_used_ip")
@@ -137,8 +174,18 @@ class ApiTokenAdmin(AuditedAdmin):
             audit_record(actor=actor, action="token.revoke", obj=token, request=request)
 
 
-AUDIT_COLUMNS = ("created_at", "actor_repr", "action", "object_type", "object_id", "object_repr", "project",
-                 "ip", "before", "after")
+AUDIT_COLUMNS = (
+    "created_at",
+    "actor_repr",
+    "action",
+    "object_type",
+    "object_id",
+    "object_repr",
+    "project",
+    "ip",
+    "before",
+    "after",
+)
 
 
 @admin.register(AuditLog)

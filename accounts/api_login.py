@@ -37,7 +37,9 @@ def _check_otp(user: User, code: str) -> None:
     if totp is None:
         return
     if not code or not TOTP(totp).validate_code(code):
-        raise exceptions.AuthenticationFailed("This account has two-factor authentication: send a current 'otp' code.")
+        raise exceptions.AuthenticationFailed(
+            "This account has two-factor authentication: send a current 'otp' code."
+        )
 
 
 class PasswordTokenView(APIView):
@@ -45,6 +47,9 @@ class PasswordTokenView(APIView):
     permission_classes = [AllowAny]
     throttle_classes = [ScopedRateThrottle]
     throttle_scope = "token_create"
+
+    def get_authenticate_header(self, request: Request) -> str:
+        return "Bearer"  # so a wrong password answers 401, not 403
 
     @extend_schema(request=PasswordTokenSerializer, responses={201: TokenCreatedSerializer})
     def post(self, request: Request) -> Response:
@@ -60,6 +65,11 @@ class PasswordTokenView(APIView):
         if not isinstance(user, User) or not user.is_active:
             raise exceptions.AuthenticationFailed("Wrong email or password.")
         _check_otp(user, values.get("otp", ""))
-        token, secret = services.token_create(user=user, name=values["name"], scopes=values["scopes"],
-                                              expires_at=values.get("expires_at"), request=request._request)
+        token, secret = services.token_create(
+            user=user,
+            name=values["name"],
+            scopes=values["scopes"],
+            expires_at=values.get("expires_at"),
+            request=request._request,
+        )
         return Response(dict(TokenSerializer(token).data, secret=secret), status=status.HTTP_201_CREATED)

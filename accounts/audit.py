@@ -16,8 +16,10 @@ def snapshot(obj: models.Model | None, *, exclude: tuple[str, ...] = ()) -> dict
     if obj is None:
         return None
     data = model_to_dict(obj, exclude=list(exclude))
-    return {key: value if isinstance(value, (int, float, bool, type(None))) else str(value)
-            for key, value in data.items()}
+    return {
+        key: value if isinstance(value, (int, float, bool, type(None))) else str(value)
+        for key, value in data.items()
+    }
 
 
 def client_ip(request: HttpRequest | None) -> str | None:

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from drf_spectacular.extensions import OpenApiAuthenticationExtension
+from drf_spectacular.plumbing import build_bearer_security_scheme_object
 from rest_framework import authentication, exceptions
 from rest_framework.request import Request
 
@@ -27,3 +29,16 @@ class ApiTokenAuthentication(authentication.BaseAuthentication):
 
     def authenticate_header(self, request: Request) -> str:
         return self.keyword
+
+
+class ApiTokenScheme(OpenApiAuthenticationExtension):  # type: ignore[misc]
+    """Names the bearer scheme in the OpenAPI schema."""
+
+    target_class = "accounts.authentication.ApiTokenAuthentication"
+    name = "personalToken"
+
+    def get_security_definition(self, auto_schema: object) -> dict[str, str]:
+        result: dict[str, str] = build_bearer_security_scheme_object(
+            header_name="Authorization", token_prefix="Bearer"
+        )
+        return result

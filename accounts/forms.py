@@ -11,8 +11,9 @@ from accounts.choices import Role, TokenScope
 
 class TokenForm(forms.Form):
     name = forms.CharField(max_length=80, help_text="What uses it, e.g. 'laptop CLI'.")
-    scopes = forms.MultipleChoiceField(choices=TokenScope.choices, widget=forms.CheckboxSelectMultiple,
-                                       initial=[TokenScope.READ])
+    scopes = forms.MultipleChoiceField(
+        choices=TokenScope.choices, widget=forms.CheckboxSelectMultiple, initial=[TokenScope.READ]
+    )
     days = forms.IntegerField(min_value=1, max_value=365, initial=90, label="Expires after (days)")
 
     def expires_at(self) -> Any:

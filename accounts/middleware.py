@@ -22,6 +22,8 @@ class StaffMfaMiddleware:
             and user.is_staff
             and not is_mfa_enabled(user)
         ):
-            messages.warning(request, "Operators must set up two-factor authentication before the admin opens.")
+            messages.warning(
+                request, "Operators must set up two-factor authentication before the admin opens."
+            )
             return HttpResponseRedirect(reverse("mfa_activate_totp"))
         return self.get_response(request)

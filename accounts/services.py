@@ -16,7 +16,7 @@ from accounts.audit import audit_record, snapshot
 from accounts.choices import ROLES_THAT_MANAGE, Role, TokenScope
 from accounts.models import ApiToken, Membership, Project, Quota, User
 
-TOKEN_PREFIX = "gpt_"
+TOKEN_PREFIX = "gpt_"  # noqa: S105 - a public marker, not a secret
 MAX_TOKEN_LIFETIME = timedelta(days=365)
 
 
@@ -31,8 +31,14 @@ def project_create(
     with transaction.atomic():
         project.save()
         Quota.objects.create(project=project)
-        audit_record(actor=actor, action="project.create", obj=project, project=project,
-                     after=snapshot(project), request=request)
+        audit_record(
+            actor=actor,
+            action="project.create",
+            obj=project,
+            project=project,
+            after=snapshot(project),
+            request=request,
+        )
     return project
 
 
@@ -53,13 +59,21 @@ def membership_add(
     membership = Membership(project=project, user=user, role=role)
     membership.full_clean()
     membership.save()
-    audit_record(actor=actor, action="membership.add", obj=membership, project=project,
-                 after=snapshot(membership), request=request)
+    audit_record(
+        actor=actor,
+        action="membership.add",
+        obj=membership,
+        project=project,
+        after=snapshot(membership),
+        request=request,
+    )
     return membership
 
 
 def _guard_last_manager(membership: Membership) -> None:
-    others = Membership.objects.filter(project=membership.project, role=Role.MANAGER).exclude(pk=membership.pk)
+    others = Membership.objects.filter(project=membership.project, role=Role.MANAGER).exclude(
+        pk=membership.pk
+    )
     if membership.role == Role.MANAGER and not others.exists():
         raise ValidationError({"role": ["A project keeps at least one manager."]})
 
@@ -74,20 +88,40 @@ def membership_update(
     membership.role = role
     membership.full_clean()
     membership.save(update_fields=["role"])
-    audit_record(actor=actor, action="membership.update", obj=membership, project=membership.project,
-                 before=before, after=snapshot(membership), request=request)
+    audit_record(
+        actor=actor,
+        action="membership.update",
+        obj=membership,
+        project=membership.project,
+        before=before,
+        after=snapshot(membership),
+        request=request,
+    )
     return membership
 
 
 def membership_remove(*, actor: User, membership: Membership, request: HttpRequest | None = None) -> None:
     _require_manager(actor=actor, project=membership.project)
     _guard_last_manager(membership)
-    audit_record(actor=actor, action="membership.remove", obj=membership, project=membership.project,
-                 before=snapshot(membership), request=request)
+    audit_record(
+        actor=actor,
+        action="membership.remove",
+        obj=membership,
+        project=membership.project,
+        before=snapshot(membership),
+        request=request,
+    )
     membership.delete()
 
 
-QUOTA_FIELDS = ("gpus", "mps_slices", "cpu_millicores", "memory_mib", "max_concurrent_jobs", "max_runtime_minutes")
+QUOTA_FIELDS = (
+    "gpus",
+    "mps_slices",
+    "cpu_millicores",
+    "memory_mib",
+    "max_concurrent_jobs",
+    "max_runtime_minutes",
+)
 
 
 def quota_update(
@@ -104,8 +138,15 @@ def quota_update(
         setattr(quota, name, value)
     quota.full_clean()
     quota.save(update_fields=list(changes))
-    audit_record(actor=actor, action="quota.update", obj=quota, project=quota.project,
-                 before=before, after=snapshot(quota), request=request)
+    audit_record(
+        actor=actor,
+        action="quota.update",
+        obj=quota,
+        project=quota.project,
+        before=before,
+        after=snapshot(quota),
+        request=request,
+    )
     return quota
 
 
@@ -136,12 +177,23 @@ def token_create(
         raise ValidationError(errors)
     prefix = secrets.token_hex(4)
     secret = f"{TOKEN_PREFIX}{prefix}_{secrets.token_urlsafe(32)}"
-    token = ApiToken(user=user, name=name.strip(), prefix=prefix, digest=token_digest(secret),
-                     scopes=sorted(set(scopes)), expires_at=expires_at or now + timedelta(days=90))
+    token = ApiToken(
+        user=user,
+        name=name.strip(),
+        prefix=prefix,
+        digest=token_digest(secret),
+        scopes=sorted(set(scopes)),
+        expires_at=expires_at or now + timedelta(days=90),
+    )
     token.full_clean()
     token.save()
-    audit_record(actor=user, action="token.create", obj=token, after=snapshot(token, exclude=("digest",)),
-                 request=request)
+    audit_record(
+        actor=user,
+        action="token.create",
+        obj=token,
+        after=snapshot(token, exclude=("digest",)),
+        request=request,
+    )
     return token, secret
 
 
@@ -170,6 +222,12 @@ def user_set_notifications(*, user: User, enabled: bool, request: HttpRequest | 
     before = {"notify_by_email": user.notify_by_email}
     user.notify_by_email = enabled
     user.save(update_fields=["notify_by_email"])
-    audit_record(actor=user, action="user.notifications", obj=user, before=before,
-                 after={"notify_by_email": enabled}, request=request)
+    audit_record(
+        actor=user,
+        action="user.notifications",
+        obj=user,
+        before=before,
+        after={"notify_by_email": enabled},
+        request=request,
+    )
     return user

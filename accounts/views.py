@@ -54,8 +54,9 @@ def member_add(request: HttpRequest, slug: str) -> HttpResponse:
     try:
         if target is None:
             raise ValidationError("No active user has this email address.")
-        services.membership_add(actor=user, project=project, user=target,
-                                role=Role(form.cleaned_data["role"]), request=request)
+        services.membership_add(
+            actor=user, project=project, user=target, role=Role(form.cleaned_data["role"]), request=request
+        )
         messages.success(request, f"Added {target}.")
     except (ValidationError, PermissionDenied) as exc:
         messages.error(request, _errors(exc) if isinstance(exc, ValidationError) else str(exc))
@@ -88,9 +89,13 @@ def tokens(request: HttpRequest) -> HttpResponse:
     secret = None
     if request.method == "POST" and form.is_valid():
         try:
-            _, secret = services.token_create(user=user, name=form.cleaned_data["name"],
-                                              scopes=form.cleaned_data["scopes"],
-                                              expires_at=form.expires_at(), request=request)
+            _, secret = services.token_create(
+                user=user,
+                name=form.cleaned_data["name"],
+                scopes=form.cleaned_data["scopes"],
+                expires_at=form.expires_at(),
+                request=request,
+            )
             form = TokenForm()
         except ValidationError as exc:
             messages.error(request, _errors(exc))
@@ -113,7 +118,9 @@ def user_settings(request: HttpRequest) -> HttpResponse:
     user = _user(request)
     form = SettingsForm(request.POST or None, initial={"notify_by_email": user.notify_by_email})
     if request.method == "POST" and form.is_valid():
-        services.user_set_notifications(user=user, enabled=form.cleaned_data["notify_by_email"], request=request)
+        services.user_set_notifications(
+            user=user, enabled=form.cleaned_data["notify_by_email"], request=request
+        )
         messages.success(request, "Saved.")
         return HttpResponseRedirect(reverse("accounts:settings"))
     return render(request, "accounts/settings.html", {"form": form})

@@ -259,6 +259,14 @@ GPUPORTAL_JOB_TTL_SECONDS = env.int("GPUPORTAL_JOB_TTL_SECONDS", default=7 * 24 
 GPUPORTAL_LEASE_NAMESPACE = env.str("GPUPORTAL_LEASE_NAMESPACE", default="default")
 GPUPORTAL_SWEEP_SECONDS = env.int("GPUPORTAL_SWEEP_SECONDS", default=30)
 CELERY_TASK_DEFAULT_QUEUE = "celery"
+# workloads.choices.Queue: workers run `-Q celery,reconcile,notify` (or a worker per queue).
+CELERY_TASK_ROUTES = {
+    "workloads.notify_job": {"queue": "notify"},
+    **{
+        f"workloads.{name}": {"queue": "reconcile"}
+        for name in ("reconcile_job", "reconcile_job_uid", "reconcile_namespace", "record_k8s_event", "sweep")
+    },
+}
 CELERY_BEAT_SCHEDULE = {
     "workloads-sweep": {
         "task": "workloads.sweep",

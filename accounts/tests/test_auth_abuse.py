@@ -1,0 +1,128 @@
+"""T10 subset: brute force on all three login paths, MFA for staff, token storage and lifetime."""
+
+from __future__ import annotations
+
+import pytest
+from django.core.cache import cache
+from django.test import Client
+from rest_framework.test import APIClient
+
+from accounts import services
+from accounts.models import ApiToken
+from tests.fixtures.personas import PASSWORD, World, session_client
+
+pytestmark = pytest.mark.django_db
+
+
+@pytest.fixture(autouse=True)
+def _fresh_rate_limits() -> None:
+    cache.clear()  # the rate-limit counters live in the (Redis) cache shared by the whole run
+
+
+def _allauth_login(client: Client, email: str, password: str) -> int:
+    response = client.post("/accounts/login/", {"login": email, "password": password})
+    return response.status_code
+
+
+def _is_logged_in(client: Client) -> bool:
+    return "_auth_user_id" in client.session
+
+
+def test_sixth_password_on_allauth_login_is_blocked_even_when_right(world: World) -> None:
+    client = Client()
+    for _ in range(5):
+        _allauth_login(client, "bob@example.com", "wrong password")
+        assert not _is_logged_in(client)
+    response = client.post("/accounts/login/", {"login": "bob@example.com", "password": PASSWORD})
+    assert not _is_logged_in(client)
+    assert b"Too many failed login attempts" in response.content
+
+
+def test_admin_login_goes_through_the_same_limit(world: World) -> None:
+    client = Client()
+    response = client.get("/admin/login/")
+    assert response.status_code == 302
+    assert response["Location"].startswith("/accounts/login/")
+    for _ in range(5):
+        _allauth_login(client, "olga@example.com", "wrong password")
+    client.post("/accounts/login/?next=/admin/", {"login": "olga@example.com", "password": PASSWORD})
+    assert not _is_logged_in(client)
+    # The admin's own form handler never checks a password: posting to it does not sign anyone in.
+    client.post("/admin/login/", {"username": "olga", "password": PASSWORD})
+    assert not _is_logged_in(client)
+
+
+def test_token_creation_by_password_shares_the_limit(world: World) -> None:
+    client = APIClient()
+    body = {"email": "bob@example.com", "password": "nope", "name": "cli", "scopes": ["read"]}
+    for _ in range(5):
+        assert client.post("/api/v1/auth/token/", body, format="json").status_code == 401
+    right = dict(body, password=PASSWORD)
+    response = client.post("/api/v1/auth/token/", right, format="json")
+    assert response.status_code == 429
+    assert "error" in response.json()
+    assert not ApiToken.objects.exists()
+
+
+def test_token_creation_by_password_works_and_needs_otp_for_mfa_users(world: World) -> None:
+    client = APIClient()
+    ok = client.post("/api/v1/auth/token/",
+                     {"email": "bob@example.com", "password": PASSWORD, "name": "cli", "scopes": ["read"]},
+                     format="json")
+    assert ok.status_code == 201
+    assert ok.json()["secret"].startswith("gpt_")
+    staff = client.post("/api/v1/auth/token/",
+                        {"email": "olga@example.com", "password": PASSWORD, "name": "cli", "scopes": ["read"]},
+                        format="json")
+    assert staff.status_code == 401
+    assert "otp" in staff.json()["error"]["message"]
+
+
+def test_staff_without_mfa_cannot_open_the_admin(world: World) -> None:
+    world.member.is_staff = True
+    world.member.save(update_fields=["is_staff"])
+    response = session_client(world.member).get("/admin/")
+    assert response.status_code == 302
+    assert "/accounts/2fa/" in response["Location"]
+    assert session_client(world.admin).get("/admin/").status_code == 200
+
+
+def test_a_dumped_hash_does_not_authenticate(world: World) -> None:
+    token, _ = services.token_create(user=world.member, name="a", scopes=["read"], expires_at=None)
+    client = APIClient()
+    client.credentials(HTTP_AUTHORIZATION=f"Bearer {token.digest}")
+    assert client.get("/api/v1/me/").status_code in (401, 403)
+    client.credentials(HTTP_AUTHORIZATION=f"Bearer gpt_{token.prefix}_{token.digest}")
+    assert client.get("/api/v1/me/").status_code == 401
+
+
+def test_expired_and_revoked_tokens_are_refused(world: World) -> None:
+    token, secret = services.token_create(user=world.member, name="a", scopes=["read"], expires_at=None)
+    client = APIClient()
+    client.credentials(HTTP_AUTHORIZATION=f"Bearer {secret}")
+    assert client.get("/api/v1/me/").status_code == 200
+    ApiToken.objects.filter(pk=token.pk).update(expires_at="2000-01-01T00:00:00Z")
+    assert client.get("/api/v1/me/").status_code == 401
+    ApiToken.objects.filter(pk=token.pk).update(expires_at=None)
+    assert client.get("/api/v1/me/").status_code == 200
+    services.token_revoke(actor=world.member, token=token)
+    assert client.get("/api/v1/me/").status_code == 401
+
+
+def test_last_use_is_recorded(world: World) -> None:
+    token, secret = services.token_create(user=world.member, name="a", scopes=["read"], expires_at=None)
+    client = APIClient()
+    client.credentials(HTTP_AUTHORIZATION=f"Bearer {secret}")
+    client.get("/api/v1/me/")
+    token.refresh_from_db()
+    assert token.last_used_at is not None
+    assert token.last_used_ip == "127.0.0.1"
+
+
+def test_disabled_user_session_is_cut_off(world: World) -> None:
+    client = session_client(world.member)
+    assert client.get("/api/v1/me/").status_code == 200
+    world.member.is_active = False
+    world.member.save(update_fields=["is_active"])
+    assert client.get("/api/v1/me/").status_code in (401, 403)
+    assert client.get("/dashboard/").status_code == 302

@@ -1,0 +1,101 @@
+"""T02: every API route, from the OpenAPI schema, probed by users of other projects with session and
+token auth: foreign objects answer 404, lists hold no foreign rows, nothing changes. A route without
+a probe fails the test."""
+
+from __future__ import annotations
+
+import hashlib
+from typing import Any
+
+import pytest
+from django.apps import apps
+from drf_spectacular.generators import SchemaGenerator
+from rest_framework.test import APIClient
+
+from accounts import services
+from accounts.choices import TokenScope
+from accounts.models import AuditLog, Membership, User
+from tests.fixtures.personas import World, api_session_client
+from tests.security.probes import OWN_WRITES, PROBES, VICTIM_SETUP, Probe, Victim
+
+pytestmark = pytest.mark.django_db
+
+OUR_APPS = ("accounts", "gpu", "workloads")
+# Columns that record that a request happened, not a state change the attacker caused.
+BOOKKEEPING = frozenset({"last_used_at", "last_used_ip", "last_login"})
+ALL_SCOPES = (TokenScope.READ, TokenScope.SUBMIT, TokenScope.ADMIN)
+
+
+def schema_routes() -> set[str]:
+    schema: dict[str, Any] = SchemaGenerator().get_schema(request=None, public=True)
+    return {f"{method.upper()} {path}" for path, ops in schema["paths"].items() for method in ops
+            if method in ("get", "post", "put", "patch", "delete")}
+
+
+def fingerprint() -> str:
+    """A digest of every row of our apps' tables, so any write by a probe shows."""
+    digest = hashlib.sha256()
+    for model in apps.get_models():
+        if model._meta.app_label not in OUR_APPS or model is AuditLog:
+            continue
+        fields = [f.attname for f in model._meta.concrete_fields if f.name not in BOOKKEEPING]
+        for row in model.objects.order_by("pk").values_list(*fields):  # type: ignore[attr-defined]
+            digest.update(repr(row).encode())
+    return digest.hexdigest()
+
+
+def victim_of(world: World, slug: str) -> Victim:
+    project = world.alpha if slug == "alpha" else world.beta
+    manager = world.owner if slug == "alpha" else world.outsider
+    token, _ = services.token_create(user=manager, name="victim", scopes=list(ALL_SCOPES), expires_at=None)
+    victim = Victim(project=project, manager=manager, token=token,
+                    membership=Membership.objects.get(project=project, user=manager))
+    for setup in VICTIM_SETUP:
+        setup(victim)
+    return victim
+
+
+def clients_for(user: User) -> dict[str, APIClient]:
+    token_client = APIClient()
+    _, secret = services.token_create(user=user, name="attacker", scopes=list(ALL_SCOPES), expires_at=None)
+    token_client.credentials(HTTP_AUTHORIZATION=f"Bearer {secret}")
+    return {"session": api_session_client(user), "token": token_client}
+
+
+def assert_holds(probe: Probe, response: Any, victim: Victim) -> None:
+    where = f"{probe.method} {probe.url} -> {response.status_code} {response.content[:300]!r}"
+    if probe.expect == "not_found":
+        assert response.status_code == 404, where
+    elif probe.expect == "denied":
+        assert response.status_code in (400, 401, 403, 404, 429), where
+    else:
+        assert response.status_code < 500, where
+        text = response.content.decode()
+        for marker in (victim.project.slug, victim.manager.email, victim.token.prefix, *victim.extra.get("markers", [])):
+            assert f'"{marker}"' not in text, f"foreign row leaked: {marker} in {where}"
+
+
+def test_every_api_route_has_a_probe(db: None) -> None:
+    missing = schema_routes() - set(PROBES)
+    assert not missing, f"routes without a cross-tenant probe in tests/security/probes.py: {sorted(missing)}"
+
+
+@pytest.mark.parametrize("attacker_name", ["outsider", "owner", "member", "viewer"])
+def test_foreign_objects_are_invisible_and_untouchable(world: World, attacker_name: str) -> None:
+    attacker: User = getattr(world, attacker_name)
+    victim = victim_of(world, "beta" if attacker_name != "outsider" else "alpha")
+    for auth, client in clients_for(attacker).items():
+        for route in sorted(schema_routes() & set(PROBES)):
+            for probe in PROBES[route](victim):
+                before = fingerprint()
+                response = client.generic(probe.method, probe.url, data=_json(probe.body),
+                                          content_type="application/json")
+                assert_holds(probe, response, victim)
+                if route not in OWN_WRITES:
+                    assert fingerprint() == before, f"{auth} {probe.method} {probe.url} changed state"
+
+
+def _json(body: dict[str, Any] | None) -> str:
+    import json
+
+    return json.dumps(body) if body is not None else ""
