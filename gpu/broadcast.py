@@ -17,7 +17,7 @@ import logging
 import os
 import threading
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import Callable, Coroutine
 from typing import Any, cast
 
 from channels.layers import get_channel_layer
@@ -27,7 +27,7 @@ from gpu.messages import GpuFrame, GroupMessage, NodeFrame, NodeStateMessage, Sa
 
 log = logging.getLogger(__name__)
 
-Sender = Callable[[str, GroupMessage], Awaitable[None]]
+Sender = Callable[[str, GroupMessage], Coroutine[Any, Any, None]]
 
 
 def cluster_group() -> str:

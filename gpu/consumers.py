@@ -25,7 +25,7 @@ from gpu.visibility import redact_all
 CLOSE_UNAUTHORISED = 4403
 
 
-class LiveGpuConsumer(AsyncJsonWebsocketConsumer):  # type: ignore[misc]
+class LiveGpuConsumer(AsyncJsonWebsocketConsumer):
     """Shared life cycle; subclasses say who may connect, which group, and what a snapshot holds."""
 
     stream: ClassVar[str] = "gpu"

@@ -67,7 +67,7 @@ def _int(sample: dict[str, Any], name: str, low: int, high: int) -> int:
 
 
 def _float(sample: dict[str, Any], name: str, low: float, high: float) -> float:
-    value = sample.get(name)
+    value: Any = sample.get(name)
     if type(value) not in (int, float) or not math.isfinite(value) or not low <= value <= high:
         raise SampleError(name, f"must be a number in {low:g}..{high:g}")
     return float(value)

@@ -7,9 +7,11 @@ rollups, which are 60x and 3600x smaller, leave by a DELETE on their indexed buc
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from datetime import datetime, timedelta
+from typing import Any
 
-from django.db.models import Avg, Count, Max, QuerySet
+from django.db.models import Avg, Count, Max
 from django.db.models.functions import TruncHour, TruncMinute
 from django.utils import timezone
 
@@ -28,12 +30,12 @@ def partitions_maintain(*, now: datetime | None = None) -> dict[str, list[str]]:
     return {"created": created, "dropped": dropped}
 
 
-def _upsert(rows: QuerySet[GpuSample] | QuerySet[GpuRollup], resolution: Resolution, *, key: str) -> int:
+def _upsert(rows: Iterable[dict[str, Any]], resolution: Resolution, *, key: str) -> int:
     objects = [
         GpuRollup(gpu_id=row["gpu_id"], resolution=resolution, bucket=row[key], samples=row["n"],
                   util_avg=row["u_avg"], util_max=row["u_max"], mem_used_avg=row["m_avg"],
                   mem_used_max=row["m_max"], temp_max=row["t_max"], power_avg=row["p_avg"])
-        for row in rows  # type: ignore[misc]
+        for row in rows
     ]  # fmt: skip
     GpuRollup.objects.bulk_create(
         objects,

@@ -6,24 +6,50 @@ from celery import shared_task
 
 from gpu import retention
 
-LIMITS = {"soft_time_limit": 120, "time_limit": 180, "ignore_result": True, "queue": "celery"}
 
-
-@shared_task(name="gpu.partitions_maintain", expires=3000, **LIMITS)
+@shared_task(
+    name="gpu.partitions_maintain",
+    expires=3000,
+    soft_time_limit=120,
+    time_limit=180,
+    ignore_result=True,
+    queue="celery",
+)
 def partitions_maintain() -> dict[str, list[str]]:
     return retention.partitions_maintain()
 
 
-@shared_task(name="gpu.rollup_minutes", expires=50, **LIMITS)
+@shared_task(
+    name="gpu.rollup_minutes",
+    expires=50,
+    soft_time_limit=120,
+    time_limit=180,
+    ignore_result=True,
+    queue="celery",
+)
 def rollup_minutes() -> int:
     return retention.rollup_minutes()
 
 
-@shared_task(name="gpu.rollup_hours", expires=3000, **LIMITS)
+@shared_task(
+    name="gpu.rollup_hours",
+    expires=3000,
+    soft_time_limit=120,
+    time_limit=180,
+    ignore_result=True,
+    queue="celery",
+)
 def rollup_hours() -> int:
     return retention.rollup_hours()
 
 
-@shared_task(name="gpu.rollups_prune", expires=3000, **LIMITS)
+@shared_task(
+    name="gpu.rollups_prune",
+    expires=3000,
+    soft_time_limit=120,
+    time_limit=180,
+    ignore_result=True,
+    queue="celery",
+)
 def rollups_prune() -> int:
     return retention.rollups_prune()

@@ -141,7 +141,8 @@ def test_xid_and_ecc_become_events_and_health() -> None:
     secret = node_token(node)
     assert post(secret, body).status_code == 200
     assert post(secret, body).json()["duplicates"] == 3  # a retry makes no second event
-    a.refresh_from_db(), b.refresh_from_db(), c.refresh_from_db()
+    for gpu in (a, b, c):
+        gpu.refresh_from_db()
     assert (a.health, b.health, c.health) == (GpuHealth.UNHEALTHY, GpuHealth.HEALTHY, GpuHealth.DEGRADED)
     assert GpuEvent.objects.filter(kind=GpuEventKind.XID).count() == 2
     assert GpuEvent.objects.filter(kind=GpuEventKind.ECC_SBE, gpu=c).get().value == 2

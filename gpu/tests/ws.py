@@ -5,12 +5,12 @@ from __future__ import annotations
 from typing import Any
 
 from asgiref.sync import sync_to_async
+from channels.routing import get_default_application
 from channels.testing import WebsocketCommunicator
 from django.conf import settings
 from django.test import Client
 
 from accounts.models import User
-from portal.asgi import application
 
 
 def session_cookie(user: User) -> str:
@@ -24,7 +24,8 @@ async def connect(path: str, user: User | None) -> tuple[WebsocketCommunicator, 
     if user is not None:
         cookie = await sync_to_async(session_cookie)(user)
         headers.append((b"cookie", cookie.encode()))
-    communicator = WebsocketCommunicator(application, path, headers=headers)
+    # settings.ASGI_APPLICATION: the full stack (origin check, sessions, auth, URL router).
+    communicator = WebsocketCommunicator(get_default_application(), path, headers=headers)
     connected, _ = await communicator.connect(timeout=10)
     return communicator, connected
 

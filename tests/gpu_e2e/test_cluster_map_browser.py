@@ -34,8 +34,8 @@ def _post(base: str, node: Node, secret: str, gpus: list[Gpu], utils: list[int],
 
 
 def test_the_cluster_map_updates_live_without_reload(world: World) -> None:
-    fleet = [(make_node(f"gpu-node-{i}"), []) for i in range(3)]
-    fleet = [(node, make_gpus(node, 4)) for node, _ in fleet]
+    nodes = [make_node(f"gpu-node-{i}") for i in range(3)]
+    fleet = [(node, make_gpus(node, 4)) for node in nodes]
     secrets = {node.name: node_token(node) for node, _ in fleet}
     cookie = session_cookie(world.admin).split("=", 1)[1]
     with daphne_server() as base, sync_playwright() as pw:
