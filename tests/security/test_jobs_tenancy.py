@@ -23,9 +23,12 @@ pytestmark = pytest.mark.django_db
 
 def _victim_setup(victim: Any) -> None:
     allow_images(victim.project)
-    job = services.job_submit(actor=victim.manager, project=victim.project, data={"image": IMAGE, "name": "victim-job"})
-    template = services.template_create(actor=victim.manager, project=victim.project, name="victim-template",
-                                        spec={"image": IMAGE})
+    job = services.job_submit(
+        actor=victim.manager, project=victim.project, data={"image": IMAGE, "name": "victim-job"}
+    )
+    template = services.template_create(
+        actor=victim.manager, project=victim.project, name="victim-template", spec={"image": IMAGE}
+    )
     victim.extra.update(job=job, template=template, markers=[str(job.uid), "victim-job", "victim-template"])
 
 
@@ -39,22 +42,40 @@ def register_job_probes() -> None:
         return f"/api/v1/templates/{v.extra['template'].pk}/"
 
     spec = {"image": IMAGE, "gpus": 1}
-    PROBES.update({
-        "GET /api/v1/jobs/": lambda v: [Probe("GET", f"/api/v1/jobs/?project={v.project.slug}", "no_foreign_rows"),
-                                        Probe("GET", "/api/v1/jobs/", "no_foreign_rows")],
-        "POST /api/v1/jobs/": lambda v: [Probe("POST", "/api/v1/jobs/", "denied", {"project": v.project.slug, **spec})],
-        "GET /api/v1/jobs/{id}/": lambda v: [Probe("GET", job_url(v), "not_found")],
-        "POST /api/v1/jobs/{id}/cancel/": lambda v: [Probe("POST", job_url(v, "cancel/"), "not_found")],
-        "POST /api/v1/jobs/{id}/rerun/": lambda v: [Probe("POST", job_url(v, "rerun/"), "not_found", {"gpus": 1})],
-        "GET /api/v1/jobs/{id}/events/": lambda v: [Probe("GET", job_url(v, "events/"), "not_found")],
-        "GET /api/v1/jobs/{id}/logs/": lambda v: [Probe("GET", job_url(v, "logs/?follow=1"), "not_found")],
-        "GET /api/v1/jobs/accounting/": lambda v: [Probe("GET", "/api/v1/jobs/accounting/", "no_foreign_rows")],
-        "GET /api/v1/templates/": lambda v: [Probe("GET", "/api/v1/templates/", "no_foreign_rows")],
-        "POST /api/v1/templates/": lambda v: [
-            Probe("POST", "/api/v1/templates/", "denied", {"project": v.project.slug, "name": "x", "spec": spec})],
-        "GET /api/v1/templates/{id}/": lambda v: [Probe("GET", tpl_url(v), "not_found")],
-        "DELETE /api/v1/templates/{id}/": lambda v: [Probe("DELETE", tpl_url(v), "not_found")],
-    })
+    PROBES.update(
+        {
+            "GET /api/v1/jobs/": lambda v: [
+                Probe("GET", f"/api/v1/jobs/?project={v.project.slug}", "no_foreign_rows"),
+                Probe("GET", "/api/v1/jobs/", "no_foreign_rows"),
+            ],
+            "POST /api/v1/jobs/": lambda v: [
+                Probe("POST", "/api/v1/jobs/", "denied", {"project": v.project.slug, **spec})
+            ],
+            "GET /api/v1/jobs/{id}/": lambda v: [Probe("GET", job_url(v), "not_found")],
+            "POST /api/v1/jobs/{id}/cancel/": lambda v: [Probe("POST", job_url(v, "cancel/"), "not_found")],
+            "POST /api/v1/jobs/{id}/rerun/": lambda v: [
+                Probe("POST", job_url(v, "rerun/"), "not_found", {"gpus": 1})
+            ],
+            "GET /api/v1/jobs/{id}/events/": lambda v: [Probe("GET", job_url(v, "events/"), "not_found")],
+            "GET /api/v1/jobs/{id}/logs/": lambda v: [
+                Probe("GET", job_url(v, "logs/?follow=1"), "not_found")
+            ],
+            "GET /api/v1/jobs/accounting/": lambda v: [
+                Probe("GET", "/api/v1/jobs/accounting/", "no_foreign_rows")
+            ],
+            "GET /api/v1/templates/": lambda v: [Probe("GET", "/api/v1/templates/", "no_foreign_rows")],
+            "POST /api/v1/templates/": lambda v: [
+                Probe(
+                    "POST",
+                    "/api/v1/templates/",
+                    "denied",
+                    {"project": v.project.slug, "name": "x", "spec": spec},
+                )
+            ],
+            "GET /api/v1/templates/{id}/": lambda v: [Probe("GET", tpl_url(v), "not_found")],
+            "DELETE /api/v1/templates/{id}/": lambda v: [Probe("DELETE", tpl_url(v), "not_found")],
+        }
+    )
     if _victim_setup not in VICTIM_SETUP:
         VICTIM_SETUP.append(_victim_setup)
     WS_PROBES["ws/jobs/"] = lambda v: "/ws/jobs/"
@@ -69,16 +90,25 @@ def jobs_world(world: World) -> World:
 
 @pytest.fixture
 def victim_job(jobs_world: World) -> Job:
-    return services.job_submit(actor=jobs_world.owner, project=jobs_world.alpha, data={"image": IMAGE, "name": "secret"})
+    return services.job_submit(
+        actor=jobs_world.owner, project=jobs_world.alpha, data={"image": IMAGE, "name": "secret"}
+    )
 
 
-JOB_ROUTES = [("get", ""), ("post", "cancel/"), ("post", "rerun/"), ("get", "events/"), ("get", "logs/?follow=1")]
+JOB_ROUTES = [
+    ("get", ""),
+    ("post", "cancel/"),
+    ("post", "rerun/"),
+    ("get", "events/"),
+    ("get", "logs/?follow=1"),
+]
 
 
 @pytest.mark.parametrize(("method", "tail"), JOB_ROUTES)
 @pytest.mark.parametrize("auth", ["token", "session"])
-def test_foreign_job_is_404_on_every_route(jobs_world: World, victim_job: Job, method: str, tail: str,
-                                           auth: str) -> None:
+def test_foreign_job_is_404_on_every_route(
+    jobs_world: World, victim_job: Job, method: str, tail: str, auth: str
+) -> None:
     from tests.fixtures.personas import api_session_client
 
     client = api_client(jobs_world.outsider) if auth == "token" else api_session_client(jobs_world.outsider)
@@ -98,15 +128,17 @@ def test_lists_hold_no_foreign_rows(jobs_world: World, victim_job: Job) -> None:
 
 def test_submit_into_a_foreign_project_is_a_field_error(jobs_world: World) -> None:
     response = api_client(jobs_world.outsider).post(
-        "/api/v1/jobs/", {"project": "alpha", "image": IMAGE}, format="json")
+        "/api/v1/jobs/", {"project": "alpha", "image": IMAGE}, format="json"
+    )
     assert response.status_code == 400
     assert "project" in response.json()["error"]["fields"]
     assert Job.objects.count() == 0
 
 
 def test_foreign_template_is_404(jobs_world: World) -> None:
-    template = services.template_create(actor=jobs_world.owner, project=jobs_world.alpha, name="t",
-                                        spec={"image": IMAGE})
+    template = services.template_create(
+        actor=jobs_world.owner, project=jobs_world.alpha, name="t", spec={"image": IMAGE}
+    )
     client = api_client(jobs_world.outsider)
     assert client.get(f"/api/v1/templates/{template.pk}/").status_code == 404
     assert client.delete(f"/api/v1/templates/{template.pk}/").status_code == 404
@@ -151,11 +183,15 @@ async def test_socket_carries_only_own_projects(jobs_world: World) -> None:
 
     from workloads.broadcast import job_changed
 
-    owner_socket, outsider_socket = await _socket_for(jobs_world.owner), await _socket_for(jobs_world.outsider)
+    owner_socket, outsider_socket = (
+        await _socket_for(jobs_world.owner),
+        await _socket_for(jobs_world.outsider),
+    )
     assert (await owner_socket.connect())[0]
     assert (await outsider_socket.connect())[0]
-    job = await sync_to_async(services.job_submit)(actor=jobs_world.owner, project=jobs_world.alpha,
-                                                    data={"image": IMAGE})
+    job = await sync_to_async(services.job_submit)(
+        actor=jobs_world.owner, project=jobs_world.alpha, data={"image": IMAGE}
+    )
     await sync_to_async(job_changed)(job.pk)
     message = await owner_socket.receive_json_from(timeout=5)
     assert (message["job"], message["state"]) == (str(job.uid), "queued")

@@ -35,7 +35,7 @@ class KubeClient(Protocol):
     def list_raw(self, path: str, query: dict[str, str] | None = None) -> bytes:
         """The raw JSON body of a list."""
 
-    def create(self, path: str, body: JSON) -> JSON | None:
+    def create(self, path: str, body: JSON, *, dry_run: bool = False) -> JSON | None:
         """POST; None when the object already exists (409 AlreadyExists counts as success)."""
 
     def patch(self, path: str, body: JSON, *, apply: bool = False) -> JSON:
@@ -125,9 +125,10 @@ class RealKubeClient:
         finally:
             response.release_conn()
 
-    def create(self, path: str, body: JSON) -> JSON | None:
+    def create(self, path: str, body: JSON, *, dry_run: bool = False) -> JSON | None:
+        query = {"fieldManager": FIELD_MANAGER, **({"dryRun": "All"} if dry_run else {})}
         try:
-            return self._json("POST", path, body=body, query={"fieldManager": FIELD_MANAGER})
+            return self._json("POST", path, body=body, query=query)
         except K8sError as exc:
             if exc.status == 409 and "AlreadyExists" in exc.message:
                 return None

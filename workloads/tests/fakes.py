@@ -25,9 +25,10 @@ class FakeKube:
     def get(self, path: str, query: dict[str, str] | None = None) -> dict[str, Any] | None:
         self.calls.append(("GET", path))
         if path in self.objects:
-            return orjson.loads(orjson.dumps(self.objects[path]))
+            copy: dict[str, Any] = orjson.loads(orjson.dumps(self.objects[path]))
+            return copy
         prefix = path.rstrip("/") + "/"
-        items = [o for p, o in self.objects.items() if p.startswith(prefix) and "/" not in p[len(prefix):]]
+        items = [o for p, o in self.objects.items() if p.startswith(prefix) and "/" not in p[len(prefix) :]]
         if path.endswith(("/pods", "/jobs", "/events")):
             selector = (query or {}).get("labelSelector", "")
             if selector:
@@ -40,8 +41,10 @@ class FakeKube:
         self.calls.append(("LIST", path))
         return orjson.dumps(self.get(path, query) or {"items": [], "metadata": {"resourceVersion": "1"}})
 
-    def create(self, path: str, body: dict[str, Any]) -> dict[str, Any] | None:
+    def create(self, path: str, body: dict[str, Any], *, dry_run: bool = False) -> dict[str, Any] | None:
         self.calls.append(("POST", path))
+        if dry_run:
+            return body
         full = f"{path}/{body['metadata']['name']}"
         if full in self.objects:
             return None

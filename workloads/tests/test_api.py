@@ -20,7 +20,9 @@ pytestmark = pytest.mark.django_db
 
 
 def create(client: Any, **body: Any) -> Any:
-    return client.post("/api/v1/jobs/", {"project": "alpha", "image": IMAGE, "gpus": 1, **body}, format="json")
+    return client.post(
+        "/api/v1/jobs/", {"project": "alpha", "image": IMAGE, "gpus": 1, **body}, format="json"
+    )
 
 
 def test_member_submits_and_lists(jobs_world: World, fake_kube: FakeKube) -> None:
@@ -80,7 +82,8 @@ def test_logs_serve_the_kept_tail_and_events_the_timeline(jobs_world: World) -> 
     Job.objects.filter(uid=job_id).update(log_tail="line 1\nline 2\n", log_captured=True, pod_name="p")
     response = client.get(f"/api/v1/jobs/{job_id}/logs/?follow=1")
     assert response.status_code == 200
-    assert b"".join(response.streaming_content) == b"line 1\nline 2\n"
+    body = b"".join(response.streaming_content)  # type: ignore[attr-defined]
+    assert body == b"line 1\nline 2\n"
     events = client.get(f"/api/v1/jobs/{job_id}/events/").json()
     assert events[0]["to_state"] == "queued"
 

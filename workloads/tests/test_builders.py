@@ -28,9 +28,16 @@ SECURITY = {
 def make_job(**fields: object) -> Job:
     project = Project(slug="alpha", name="Alpha")
     defaults: dict[str, object] = {
-        "uid": UID, "project": project, "image": "registry.example.com/team/train:1.0", "gpus": 2,
-        "gpu_type": "NVIDIA-GeForce-RTX-5090", "cpu_millicores": 2000, "memory_mib": 8192,
-        "max_runtime_minutes": 30, "command": ["python"], "args": ["train.py"],
+        "uid": UID,
+        "project": project,
+        "image": "registry.example.com/team/train:1.0",
+        "gpus": 2,
+        "gpu_type": "NVIDIA-GeForce-RTX-5090",
+        "cpu_millicores": 2000,
+        "memory_mib": 8192,
+        "max_runtime_minutes": 30,
+        "command": ["python"],
+        "args": ["train.py"],
         "env": [{"name": "EPOCHS", "value": "3"}],
     }
     defaults.update(fields)
@@ -58,7 +65,10 @@ def test_build_job_renders_the_restricted_suspended_job() -> None:
                     "automountServiceAccountToken": False,
                     "enableServiceLinks": False,
                     "securityContext": {
-                        "runAsNonRoot": True, "runAsUser": 1000, "runAsGroup": 1000, "fsGroup": 1000,
+                        "runAsNonRoot": True,
+                        "runAsUser": 1000,
+                        "runAsGroup": 1000,
+                        "fsGroup": 1000,
                         "seccompProfile": {"type": "RuntimeDefault"},
                     },
                     "nodeSelector": {"nvidia.com/gpu.product": "NVIDIA-GeForce-RTX-5090"},
@@ -106,7 +116,9 @@ def test_volumes_come_only_from_project_claims() -> None:
     job = make_job(volumes=[{"volume": "data", "mount_path": "/data", "read_only": False}])
     claim = ProjectVolume(name="data", claim_name="alpha-data", read_only=True)
     pod = builders.build_job(job, claims={"data": claim}, simulation=False)["spec"]["template"]["spec"]
-    assert pod["volumes"] == [{"name": "vol-0", "persistentVolumeClaim": {"claimName": "alpha-data", "readOnly": True}}]
+    assert pod["volumes"] == [
+        {"name": "vol-0", "persistentVolumeClaim": {"claimName": "alpha-data", "readOnly": True}}
+    ]
     assert pod["containers"][0]["volumeMounts"] == [{"name": "vol-0", "mountPath": "/data", "readOnly": True}]
 
 

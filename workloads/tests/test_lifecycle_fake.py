@@ -21,7 +21,9 @@ pytestmark = pytest.mark.django_db
 
 
 def submit(world: World, **spec: Any) -> Job:
-    return services.job_submit(actor=world.member, project=world.alpha, data={"image": IMAGE, "gpus": 1, **spec})
+    return services.job_submit(
+        actor=world.member, project=world.alpha, data={"image": IMAGE, "gpus": 1, **spec}
+    )
 
 
 def add_pod(fake: FakeKube, job: Job, phase: str, exit_code: int | None = None) -> None:
@@ -30,8 +32,11 @@ def add_pod(fake: FakeKube, job: Job, phase: str, exit_code: int | None = None) 
         status["containerStatuses"] = [{"state": {"terminated": {"exitCode": exit_code}}}]
     name = f"{job.k8s_name}-abcde"
     fake.objects[f"{paths.pods(job.namespace)}/{name}"] = {
-        "metadata": {"name": name, "labels": {"gpuportal.dev/job-uid": str(job.uid)},
-                     "creationTimestamp": "2026-11-30T10:00:00Z"},
+        "metadata": {
+            "name": name,
+            "labels": {"gpuportal.dev/job-uid": str(job.uid)},
+            "creationTimestamp": "2026-11-30T10:00:00Z",
+        },
         "spec": {"nodeName": "gpu-node-0"},
         "status": status,
     }
@@ -39,12 +44,16 @@ def add_pod(fake: FakeKube, job: Job, phase: str, exit_code: int | None = None) 
 
 def set_condition(fake: FakeKube, job: Job, kind: str, reason: str = "") -> None:
     obj = fake.objects[paths.job(job.namespace, job.k8s_name)]
-    obj["status"] = {"conditions": [{"type": kind, "status": "True", "reason": reason,
-                                     "lastTransitionTime": "2026-11-30T10:05:00Z"}]}
+    obj["status"] = {
+        "conditions": [
+            {"type": kind, "status": "True", "reason": reason, "lastTransitionTime": "2026-11-30T10:05:00Z"}
+        ]
+    }
 
 
-def test_submit_writes_outbox_and_touches_no_cluster(jobs_world: World, fake_kube: FakeKube,
-                                                      django_capture_on_commit_callbacks: Any) -> None:
+def test_submit_writes_outbox_and_touches_no_cluster(
+    jobs_world: World, fake_kube: FakeKube, django_capture_on_commit_callbacks: Any
+) -> None:
     with django_capture_on_commit_callbacks() as callbacks:
         job = submit(jobs_world)
     assert job.state == JobState.QUEUED
@@ -71,7 +80,11 @@ def test_it_runs_to_success_and_keeps_the_log(jobs_world: World, fake_kube: Fake
     job.refresh_from_db()
     assert (job.state, job.exit_code, job.log_tail) == (JobState.SUCCEEDED, 0, "xxxxxxxxxxhello\n")
     assert list(job.events.values_list("to_state", flat=True).exclude(to_state="")) == [
-        "queued", "admitted", "running", "succeeded"]
+        "queued",
+        "admitted",
+        "running",
+        "succeeded",
+    ]
     assert not ReconcileOutbox.objects.filter(job=job).exists()
 
 

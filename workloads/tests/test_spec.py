@@ -8,8 +8,13 @@ from django.core.exceptions import ValidationError
 from workloads.spec import SpecLimits, parse_spec
 
 LIMITS = SpecLimits(
-    images=frozenset({("registry.example.com", "team/train")}), volumes={"data": False, "ro": True},
-    max_gpus=8, max_mps_slices=8, max_cpu_millicores=16000, max_memory_mib=65536, max_runtime_minutes=600,
+    images=frozenset({("registry.example.com", "team/train")}),
+    volumes={"data": False, "ro": True},
+    max_gpus=8,
+    max_mps_slices=8,
+    max_cpu_millicores=16000,
+    max_memory_mib=65536,
+    max_runtime_minutes=600,
 )
 IMAGE = "registry.example.com/team/train:1.0"
 
@@ -22,8 +27,15 @@ def errors_of(data: Any, limits: SpecLimits = LIMITS) -> dict[str, list[str]]:
 
 def test_it_accepts_a_typed_request() -> None:
     spec = parse_spec(
-        {"image": IMAGE, "command": ["python"], "args": ["train.py"], "env": {"EPOCHS": "3"}, "gpus": 2,
-         "gpu_type": "NVIDIA-GeForce-RTX-5090", "volumes": [{"volume": "ro", "mount_path": "/data"}]},
+        {
+            "image": IMAGE,
+            "command": ["python"],
+            "args": ["train.py"],
+            "env": {"EPOCHS": "3"},
+            "gpus": 2,
+            "gpu_type": "NVIDIA-GeForce-RTX-5090",
+            "volumes": [{"volume": "ro", "mount_path": "/data"}],
+        },
         LIMITS,
     )
     assert spec.gpus == 2
@@ -38,8 +50,14 @@ def test_it_rejects_bad_gpu_counts(gpus: Any) -> None:
 
 @pytest.mark.parametrize(
     ("name", "field"),
-    [("KUBERNETES_SERVICE_HOST", "env"), ("NVIDIA_VISIBLE_DEVICES", "env"), ("CUDA_MPS_PIPE_DIRECTORY", "env"),
-     ("1BAD", "env"), ("A-B", "env"), ("", "env")],
+    [
+        ("KUBERNETES_SERVICE_HOST", "env"),
+        ("NVIDIA_VISIBLE_DEVICES", "env"),
+        ("CUDA_MPS_PIPE_DIRECTORY", "env"),
+        ("1BAD", "env"),
+        ("A-B", "env"),
+        ("", "env"),
+    ],
 )
 def test_it_rejects_reserved_or_invalid_env_names(name: str, field: str) -> None:
     assert field in errors_of({"image": IMAGE, "env": [{"name": name, "value": "x"}]})

@@ -14,8 +14,11 @@ def pod(phase: str, exit_code: int | None = None) -> dict[str, Any]:
     status: dict[str, Any] = {"phase": phase, "startTime": "2026-11-30T10:00:00Z"}
     if exit_code is not None:
         status["containerStatuses"] = [{"state": {"terminated": {"exitCode": exit_code}}}]
-    return {"metadata": {"name": "job-x-abc", "creationTimestamp": "2026-11-30T10:00:00Z"},
-            "spec": {"nodeName": "gpu-node-0"}, "status": status}
+    return {
+        "metadata": {"name": "job-x-abc", "creationTimestamp": "2026-11-30T10:00:00Z"},
+        "spec": {"nodeName": "gpu-node-0"},
+        "status": status,
+    }
 
 
 def test_missing_job_is_no_evidence() -> None:
@@ -38,7 +41,12 @@ def test_complete_condition_means_succeeded() -> None:
 
 
 def test_failed_condition_carries_reason_and_exit_code() -> None:
-    cond = {"type": "Failed", "status": "True", "reason": "BackoffLimitExceeded", "message": "has reached the limit"}
+    cond = {
+        "type": "Failed",
+        "status": "True",
+        "reason": "BackoffLimitExceeded",
+        "message": "has reached the limit",
+    }
     obs = observe(job([cond]), [pod("Failed", 3)])
     assert obs.state == JobState.FAILED
     assert obs.exit_code == 3

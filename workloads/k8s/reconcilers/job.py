@@ -91,6 +91,10 @@ class JobReconciler(Reconciler[Job]):
         elif current is None:
             self._missing()
             return
+        elif job.created_in_cluster_at is None:  # created by an attempt that died before recording it
+            Job.objects.filter(pk=job.pk, created_in_cluster_at__isnull=True).update(
+                created_in_cluster_at=timezone.now()
+            )
         if current is not None and not job.is_terminal:
             try:
                 self.reconcile(current, {})

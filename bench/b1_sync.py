@@ -1,0 +1,171 @@
+"""B1: cold sync of nodes and pods (the controller's relist path) vs kubectl and the official client.
+
+Ours is the shared watch machinery's LIST: raw bytes through the official client's connection
+(`_preload_content=False`), orjson, and a projection to the few fields the portal keeps, with the
+garbage collector frozen around the decode. References, in the same run on the same cluster:
+`kubectl get pods -A -o json` (+ nodes), and the official client's plain typed list.
+Metrics: wall (goal <= 1.2x kubectl), CPU (goal: >= 8x less than the official client), peak
+Python heap during our sync vs the response body (goal <= 6x).
+"""
+
+from __future__ import annotations
+
+import gc
+import os
+import resource
+import statistics
+import subprocess
+import time
+import tracemalloc
+from collections.abc import Callable, Iterable, Iterator
+from concurrent.futures import ThreadPoolExecutor
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+import orjson
+
+from bench.common import Profile, Result, log
+from portal.localcluster import ClusterHandle, KubeApi, bin_dir, start_cluster, stop_cluster
+
+SIZES = {"ci": (100, 2000, 20), "full": (1000, 20000, 200)}  # nodes, pods, namespaces
+BACKEND = "local kwok cluster (real kube-apiserver 1.36)"
+
+
+@contextmanager
+def bench_cluster(name: str, nodes: int) -> Iterator[ClusterHandle]:
+    log(f"starting cluster {name} with {nodes} nodes")
+    handle = start_cluster(name=name, nodes=nodes, timeout=600)
+    try:
+        yield handle
+    finally:
+        stop_cluster(handle.name, handle.run_dir)
+
+
+def bare_pod(name: str) -> dict[str, Any]:
+    return {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {"name": name, "labels": {"app.kubernetes.io/managed-by": "gpu-portal", "bench": "b1"}},
+        "spec": {"restartPolicy": "Never", "containers": [{"name": "main", "image": "registry.invalid/x:1"}]},
+    }
+
+
+def create_pods(api: KubeApi, count: int, namespaces: int, prefix: str = "b") -> list[tuple[str, str]]:
+    names = [(f"{prefix}-ns-{i % namespaces}", f"{prefix}-pod-{i}") for i in range(count)]
+    for ns in sorted({ns for ns, _ in names}):
+        api.create("/api/v1/namespaces", {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": ns}})
+    with ThreadPoolExecutor(max_workers=8) as pool:
+        list(pool.map(lambda p: api.create(f"/api/v1/namespaces/{p[0]}/pods", bare_pod(p[1])), names))
+    return names
+
+
+def project(item: dict[str, Any]) -> tuple[str, str, str, str]:
+    meta, spec, status = item["metadata"], item.get("spec") or {}, item.get("status") or {}
+    return meta.get("namespace", ""), meta["name"], status.get("phase", ""), spec.get("nodeName", "")
+
+
+def ours(kubeconfig: Path) -> tuple[int, int]:
+    """One cold sync through the portal's path; returns (items, body bytes)."""
+    from kubernetes import config
+
+    from workloads.k8s.client import RealKubeClient
+
+    client = RealKubeClient(config.new_client_from_config(config_file=str(kubeconfig)))  # type: ignore[no-untyped-call]
+    total_items, total_bytes = 0, 0
+    for path in ("/api/v1/nodes", "/api/v1/pods"):
+        body = client.list_raw(path)
+        gc.freeze()
+        try:
+            items = orjson.loads(body)["items"]
+            cache = {p[:2]: p for p in map(project, items)}
+        finally:
+            gc.unfreeze()
+        total_items += len(cache)
+        total_bytes += len(body)
+        del items, cache, body
+    return total_items, total_bytes
+
+
+def official(kubeconfig: Path) -> tuple[int, int]:
+    from kubernetes import client, config
+
+    api = client.CoreV1Api(config.new_client_from_config(config_file=str(kubeconfig)))  # type: ignore[no-untyped-call]
+    nodes = api.list_node().items
+    pods = api.list_pod_for_all_namespaces().items
+    return len(nodes) + len(pods), 0
+
+
+def kubectl(kubeconfig: Path) -> tuple[int, int]:
+    for kind in ("nodes", "pods"):
+        subprocess.run(
+            [str(bin_dir() / "kubectl"), "--kubeconfig", str(kubeconfig), "get", kind, "-A", "-o", "json"],
+            check=True,
+            stdout=subprocess.DEVNULL,
+        )
+    return 0, 0
+
+
+def measure(fn: Callable[[Path], tuple[int, int]], kubeconfig: Path, runs: int) -> tuple[float, float]:
+    """Median wall and CPU seconds (this process plus children) over `runs` runs."""
+    walls, cpus = [], []
+    for _ in range(runs):
+        before, children = time.process_time(), resource.getrusage(resource.RUSAGE_CHILDREN)
+        start = time.perf_counter()
+        fn(kubeconfig)
+        walls.append(time.perf_counter() - start)
+        after = resource.getrusage(resource.RUSAGE_CHILDREN)
+        child = (after.ru_utime + after.ru_stime) - (children.ru_utime + children.ru_stime)
+        cpus.append(time.process_time() - before + child)
+    return statistics.median(walls), statistics.median(cpus)
+
+
+def peak_heap(kubeconfig: Path) -> tuple[float, int]:
+    tracemalloc.start()
+    _, body = ours(kubeconfig)
+    _, peak = tracemalloc.get_traced_memory()
+    tracemalloc.stop()
+    return float(peak), body
+
+
+def run(profile: Profile) -> Iterable[Result]:
+    nodes, pods, namespaces = SIZES[profile]
+    runs = 3 if profile == "ci" else 2
+    with bench_cluster(os.environ.get("GPUPORTAL_BENCH_CLUSTER", "gpuportal-bench"), nodes) as handle:
+        api = KubeApi(handle.kubeconfig)
+        t0 = time.monotonic()
+        create_pods(api, pods, namespaces)
+        log(f"created {pods} pods in {namespaces} namespaces in {time.monotonic() - t0:.1f} s")
+        items, body = ours(handle.kubeconfig)
+        log(f"sync sees {items} objects, {body / 1e6:.1f} MB of JSON")
+        ours_wall, ours_cpu = measure(ours, handle.kubeconfig, runs)
+        kubectl_wall, kubectl_cpu = measure(kubectl, handle.kubeconfig, runs)
+        official_wall, official_cpu = measure(official, handle.kubeconfig, runs)
+        peak, body = peak_heap(handle.kubeconfig)
+    log(
+        f"wall ours {ours_wall:.3f} kubectl {kubectl_wall:.3f} official {official_wall:.3f}; "
+        f"cpu ours {ours_cpu:.3f} kubectl {kubectl_cpu:.3f} official {official_cpu:.3f}"
+    )
+    yield Result(
+        "B1",
+        profile,
+        BACKEND,
+        "wall_s_vs_kubectl",
+        ours_wall,
+        kubectl_wall,
+        "<= 1.2x",
+        ours_wall <= 1.2 * kubectl_wall,
+    )
+    yield Result(
+        "B1",
+        profile,
+        BACKEND,
+        "cpu_s_vs_official_client",
+        ours_cpu,
+        official_cpu,
+        "<= 0.125x",
+        ours_cpu * 8 <= official_cpu,
+    )
+    yield Result(
+        "B1", profile, BACKEND, "peak_heap_bytes_vs_body", peak, float(body), "<= 6x", peak <= 6 * body
+    )

@@ -1,0 +1,54 @@
+"""The controller and the task publisher of the test process, pointed at a given broker."""
+
+from __future__ import annotations
+
+import contextlib
+import threading
+from collections.abc import Iterator
+from typing import Any
+
+from django.db import connections
+
+from portal.celery import app
+from workloads.controller import Controller
+from workloads.k8s.client import KubeClient
+
+
+@contextlib.contextmanager
+def use_broker(url: str) -> Iterator[None]:
+    old = app.conf.broker_url
+    _reset_pool()
+    app.conf["broker_url"] = url
+    try:
+        yield
+    finally:
+        _reset_pool()
+        app.conf["broker_url"] = old
+
+
+def _reset_pool() -> None:
+    """Drop pooled broker connections so the next publish connects to the new URL."""
+    pool: Any = app.pool
+    pool.force_close_all()
+    app_any: Any = app
+    app_any._pool = None
+
+
+@contextlib.contextmanager
+def running_controller(client: KubeClient, tick_s: float = 1.0) -> Iterator[Controller]:
+    stop = threading.Event()
+    controller = Controller(client=client, identity="test-controller", tick_s=tick_s)
+
+    def run() -> None:
+        try:
+            controller.run(stop)
+        finally:
+            connections.close_all()
+
+    thread = threading.Thread(target=run, name="controller", daemon=True)
+    thread.start()
+    try:
+        yield controller
+    finally:
+        stop.set()
+        thread.join(timeout=30)

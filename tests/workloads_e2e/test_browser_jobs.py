@@ -1,0 +1,125 @@
+"""In a real browser: submit through the form, watch the state change live (websocket), read the log.
+
+daphne serves the portal (HTTP + websockets) from a subprocess on the test database; the test
+process plays controller and worker (admission + reconcile against the real cluster), and its
+on-commit broadcasts reach the page through a private Redis channel layer.
+"""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from channels.layers import channel_layers
+from django.conf import settings
+from django.test import Client, override_settings
+
+from portal.localcluster import ClusterHandle
+from tests.fixtures.personas import World
+from tests.workloads_e2e.conftest import wait_for
+from tests.workloads_e2e.procs import REPO, PrivateRedis, free_port, stop_process, worker_env
+from workloads.admission import admission_pass
+from workloads.choices import JobState
+from workloads.models import Job
+from workloads.tasks import reconcile_job
+from workloads.tests.conftest import IMAGE, allow_images
+
+pytestmark = [pytest.mark.browser, pytest.mark.cluster, pytest.mark.django_db(transaction=True)]
+
+
+@pytest.fixture
+def portal_server(k8s_cluster: ClusterHandle, tmp_path: Path) -> Iterator[str]:
+    redis = PrivateRedis(tmp_path)
+    redis.start()
+    layers = {
+        "default": {
+            "BACKEND": "channels_redis.pubsub.RedisPubSubChannelLayer",
+            "CONFIG": {"hosts": [redis.url]},
+        }
+    }
+    env = worker_env(
+        redis_url=redis.url,
+        kubeconfig=str(k8s_cluster.kubeconfig),
+        prefix=settings.GPUPORTAL_NAMESPACE_PREFIX,
+    )
+    port = free_port()
+    daphne = str(Path(sys.executable).parent / "daphne")
+    with (tmp_path / "daphne.log").open("ab") as log:
+        proc = subprocess.Popen(
+            [daphne, "-b", "127.0.0.1", "-p", str(port), "portal.asgi:application"],
+            cwd=REPO,
+            env=env,
+            stdout=log,
+            stderr=subprocess.STDOUT,
+        )
+    try:
+        wait_for(lambda: _answers(port), 60, "daphne up")
+        with override_settings(CHANNEL_LAYERS=layers):
+            channel_layers.backends.clear()
+            yield f"http://127.0.0.1:{port}"
+    finally:
+        channel_layers.backends.clear()
+        stop_process(proc)
+        redis.stop()
+
+
+def _answers(port: int) -> bool:
+    import urllib.request
+
+    try:
+        with urllib.request.urlopen(f"http://127.0.0.1:{port}/healthz", timeout=2) as response:
+            return bool(response.status == 200)
+    except OSError:
+        return False
+
+
+def _drive_until(job: Job, state: str, timeout: float = 90) -> None:
+    def step() -> bool:
+        admission_pass()
+        reconcile_job(job.pk)
+        job.refresh_from_db()
+        return job.state == state
+
+    wait_for(step, timeout, f"job {state}", every=1.0)
+
+
+def test_submit_watch_live_and_read_logs(world: World, kube: object, portal_server: str) -> None:
+    from playwright.sync_api import expect, sync_playwright
+
+    allow_images(world.alpha)
+    client = Client()
+    client.force_login(world.member)
+    cookie = client.cookies[settings.SESSION_COOKIE_NAME].value
+    with sync_playwright() as pw:
+        browser = pw.chromium.launch(executable_path="/usr/bin/chromium", args=["--no-sandbox"])
+        context = browser.new_context()
+        context.add_cookies([{"name": settings.SESSION_COOKIE_NAME, "value": cookie, "url": portal_server}])
+        page = context.new_page()
+        page.goto(f"{portal_server}/jobs/submit/")
+        page.fill("#id_image", "docker.io/library/ubuntu:24.04")
+        page.fill("#id_cpu_millicores", "100")
+        page.fill("#id_memory_mib", "64")
+        page.click("button[type=submit]")
+        expect(page.locator('[data-error-for="image"]')).to_contain_text("allow-list")
+        page.fill("#id_image", IMAGE)
+        page.fill("#id_sim_run_seconds", "3")
+        page.click("button[type=submit]")
+        page.wait_for_url("**/jobs/*-*/")
+        job = Job.objects.get()
+        state = page.locator('[data-job] [data-field="state"]')
+        expect(state).to_have_text("Queued")
+        expect(page.locator("#live-status")).to_have_text("live", timeout=15000)
+        page.evaluate("window.__noReload = 1")
+        _drive_until(job, JobState.RUNNING)
+        expect(state).to_have_text("Running", timeout=15000)
+        _drive_until(job, JobState.SUCCEEDED)
+        expect(state).to_have_text("Succeeded", timeout=15000)
+        assert page.evaluate("window.__noReload") == 1, "the page reloaded instead of updating live"
+        page.reload()
+        expect(page.locator("#job-log")).to_contain_text("step 3/3 done", timeout=15000)
+        browser.close()
+    time.sleep(0)

@@ -1,0 +1,121 @@
+"""T05 (first version): 50 jobs, 20 SIGKILLs of Celery worker processes at chosen points of the
+reconcile (after create, after the suspend patch, after delete), real Postgres, Redis, cluster.
+
+Passes when, after settling: exactly one Kubernetes Job per live portal job (none for cancelled
+ones), no orphans in the test's namespace, and every portal state equals what the cluster says.
+"""
+
+from __future__ import annotations
+
+import random
+from pathlib import Path
+from typing import Any
+
+import pytest
+from django.conf import settings
+
+from portal.localcluster import ClusterHandle
+from tests.fixtures.personas import World
+from tests.workloads_e2e.conftest import cluster_jobs, wait_for
+from tests.workloads_e2e.harness import running_controller, use_broker
+from tests.workloads_e2e.procs import PrivateRedis, start_worker, stop_process, worker_env
+from workloads import services
+from workloads.choices import TERMINAL_STATES, JobState
+from workloads.k8s.client import RealKubeClient
+from workloads.k8s.status import observe
+from workloads.models import Job
+from workloads.tasks import sweep
+from workloads.tests.conftest import IMAGE
+
+pytestmark = [pytest.mark.cluster, pytest.mark.slow, pytest.mark.django_db(transaction=True)]
+SEED = 20261130
+KILLS = {"after_create": 8, "after_suspend_patch": 8, "after_delete": 4}
+
+
+def _submit_all(world: World, rng: random.Random, count: int) -> list[Job]:
+    jobs = []
+    for i in range(count):
+        spec: dict[str, Any] = {
+            "image": IMAGE,
+            "cpu_millicores": 100,
+            "memory_mib": 64,
+            "simulate": {"run_seconds": rng.randint(2, 6)},
+        }
+        if i % 7 == 3:
+            spec["simulate"]["exit_code"] = 1
+        jobs.append(services.job_submit(actor=world.member, project=world.alpha, data=spec))
+    return jobs
+
+
+def _settled(jobs: list[Job]) -> bool:
+    sweep()
+    return all(j.state in TERMINAL_STATES for j in Job.objects.filter(pk__in=[j.pk for j in jobs]))
+
+
+def _assert_db_equals_cluster(kube: RealKubeClient, namespace: str) -> None:
+    by_uid = {o["metadata"]["labels"]["gpuportal.dev/job-uid"]: o for o in cluster_jobs(kube, namespace)}
+    assert len(by_uid) == len(cluster_jobs(kube, namespace)), "two cluster Jobs for one portal job"
+    rows = {str(j.uid): j for j in Job.objects.all()}
+    assert set(by_uid) <= set(rows), f"orphans: {set(by_uid) - set(rows)}"
+    for uid, job in rows.items():
+        if job.state == JobState.CANCELLED:
+            assert uid not in by_uid, f"cancelled {uid} still in the cluster"
+            continue
+        assert uid in by_uid, f"{uid} ({job.state}) has no cluster Job"
+        pods = kube.get(
+            f"/api/v1/namespaces/{namespace}/pods", {"labelSelector": f"gpuportal.dev/job-uid={uid}"}
+        )
+        seen = observe(by_uid[uid], (pods or {}).get("items") or [])
+        assert seen.state == job.state, f"{uid}: portal {job.state}, cluster {seen.state}"
+
+
+def test_worker_kills_lose_and_duplicate_nothing(
+    world: World, k8s_cluster: ClusterHandle, tmp_path: Path
+) -> None:
+    from workloads.tests.conftest import allow_images
+
+    rng = random.Random(SEED)
+    allow_images(world.alpha)
+    world.alpha.quota.max_concurrent_jobs = 50
+    world.alpha.quota.save()
+    faults = tmp_path / "faults"
+    faults.mkdir()
+    for point, count in KILLS.items():
+        (faults / point).write_text(str(count))
+    redis = PrivateRedis(tmp_path)
+    redis.start()
+    env = worker_env(
+        redis_url=redis.url,
+        kubeconfig=str(k8s_cluster.kubeconfig),
+        prefix=settings.GPUPORTAL_NAMESPACE_PREFIX,
+        fault_dir=faults,
+    )
+    workers = [start_worker(env, tmp_path / f"w{i}.log", f"w{i}") for i in range(2)]
+    kube = RealKubeClient()
+    try:
+        with use_broker(redis.url), running_controller(kube):
+            jobs = _submit_all(world, rng, 50)
+            to_cancel = rng.sample(jobs, 8)
+            wait_for(
+                lambda: Job.objects.filter(created_in_cluster_at__isnull=False).count() >= 25, 180, "creates"
+            )
+            for job in to_cancel:
+                job.refresh_from_db()
+                if not job.is_terminal:
+                    services.job_cancel(actor=world.owner, job=job)
+            wait_for(lambda: _settled(jobs), 420, "all jobs settled", every=5)
+            wait_for(lambda: _cancelled_gone(kube, jobs[0].namespace), 120, "cancelled jobs deleted", every=3)
+    finally:
+        for proc in workers:
+            stop_process(proc)
+        redis.stop()
+    kills = (faults / "kills.log").read_text().splitlines() if (faults / "kills.log").exists() else []
+    assert len(kills) == sum(KILLS.values()), kills
+    _assert_db_equals_cluster(kube, jobs[0].namespace)
+
+
+def _cancelled_gone(kube: RealKubeClient, namespace: str) -> bool:
+    sweep()
+    live = {o["metadata"]["labels"]["gpuportal.dev/job-uid"] for o in cluster_jobs(kube, namespace)}
+    cancelled = {str(u) for u in Job.objects.filter(state=JobState.CANCELLED).values_list("uid", flat=True)}
+    return not (live & cancelled)

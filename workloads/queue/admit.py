@@ -1,0 +1,225 @@
+"""One admission pass over the ordered queue.
+
+Pass 1 admits jobs inside their project's quota, project heads in global order (a heap of heads),
+strictly in order inside a project: the first job that cannot start stops its project, never the
+others. A job over its owner's per-user cap is skipped, not blocking (the cap is the user's, not the
+project's). Pass 2 lets preemptible heads stopped by quota borrow idle quota of their cohort.
+Pass 1 runs first so a returning borrower never takes back what a lender is waiting for.
+"""
+
+from __future__ import annotations
+
+import heapq
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+
+from workloads.queue.capacity import Ledger, Limit, Placement
+from workloads.queue.model import Admission, Code, JobId, PendingJob, Usage
+from workloads.queue.ordering import SortKey, sort_key
+
+
+@dataclass(frozen=True)
+class Block:
+    code: Code
+    numbers: Mapping[str, float] = field(default_factory=dict)
+
+
+Reclaim = Callable[[PendingJob, Ledger], Block | None]
+
+
+@dataclass
+class PassResult:
+    admitted: list[Admission] = field(default_factory=list)
+    blocks: dict[JobId, Block] = field(default_factory=dict)
+    heads: dict[str, JobId] = field(default_factory=dict)  # project -> the job that stops it
+
+
+def _cap_block(job: PendingJob, ledger: Ledger, lim: Limit) -> Block | None:
+    cap = lim.caps.get(job.owner)
+    if cap is not None:
+        mine = ledger.user(job.project, job.owner)
+        for unit, used, need, top in (
+            ("gpus", mine.gpus, job.gpus, cap.gpus),
+            ("slices", mine.slices, job.slices, cap.slices),
+            ("jobs", mine.jobs, 1, cap.jobs),
+        ):
+            if need and used + need > top:
+                return Block("user_cap", {"used": used, "limit": top, "need": need, unit: 1})
+    use = ledger.use(job.project)
+    if use.jobs + 1 > lim.jobs:
+        return Block("max_jobs", {"used": use.jobs, "limit": lim.jobs, "need": 1})
+    return None
+
+
+def quota_block(job: PendingJob, ledger: Ledger, lim: Limit) -> Block | None:
+    use = ledger.use(job.project)
+    if job.gpus and use.gpus + job.gpus > lim.gpus:
+        return Block(
+            "quota", {"used": use.gpus, "limit": lim.gpus, "need": job.gpus, "grants": lim.grant_gpus}
+        )
+    if job.slices and use.slices + job.slices > lim.slices:
+        return Block("quota", {"used": use.slices, "limit": lim.slices, "need": job.slices, "slices": 1})
+    return None
+
+
+def borrow_block(job: PendingJob, ledger: Ledger, lim: Limit) -> Block | None:
+    pool = ledger.pool.get(lim.cohort)
+    used = ledger.pool_used.get(lim.cohort)
+    tot_g, tot_s = (pool.gpus, pool.slices) if pool else (0, 0)
+    use_g, use_s = (used.gpus, used.slices) if used else (0, 0)
+    idle = tot_g - use_g - ledger.pool_reserved.get(lim.cohort, 0)
+    if job.gpus > idle or job.slices > tot_s - use_s:
+        return Block("no_borrow", {"idle": max(0, idle), "need": job.gpus or job.slices})
+    return None
+
+
+def _type_ok(job: PendingJob, ledger: Ledger, lim: Limit, gpu_type: str) -> bool:
+    top = lim.gpu_types.get(gpu_type)
+    return top is None or ledger.types.get((job.project, gpu_type), 0) + job.gpus <= top
+
+
+def place_gpus(job: PendingJob, ledger: Ledger, lim: Limit) -> Placement | None:
+    """Best fit: the schedulable node of the right type with the fewest free GPUs that still fit."""
+    best: tuple[int, str] | None = None
+    for name, node in ledger.nodes.items():
+        if not node.schedulable or node.free < job.gpus:
+            continue
+        if job.gpu_type is not None and node.gpu_type != job.gpu_type:
+            continue
+        if not _type_ok(job, ledger, lim, node.gpu_type):
+            continue
+        if best is None or (node.free, name) < best:
+            best = (node.free, name)
+    return Placement(best[1], job.gpus, ()) if best else None
+
+
+def place_slices(job: PendingJob, ledger: Ledger) -> Placement | None:
+    """Best fit on one shared GPU; else spread over the shared GPUs of one node, fullest card last."""
+    single: tuple[int, str, int] | None = None
+    spread: tuple[int, str] | None = None
+    for name, node in ledger.nodes.items():
+        if not node.schedulable or (job.gpu_type is not None and node.gpu_type != job.gpu_type):
+            continue
+        for idx, free in node.slices.items():
+            if free >= job.slices and (single is None or (free, name, idx) < single):
+                single = (free, name, idx)
+        total = sum(node.slices.values())
+        if total >= job.slices and (spread is None or (total, name) < spread):
+            spread = (total, name)
+    if single is not None:
+        return Placement(single[1], 0, ((single[2], job.slices),))
+    if spread is None:
+        return None
+    left, parts = job.slices, []
+    for idx, free in sorted(ledger.nodes[spread[1]].slices.items(), key=lambda kv: (-kv[1], kv[0])):
+        take = min(left, free)
+        if take:
+            parts.append((idx, take))
+            left -= take
+    return Placement(spread[1], 0, tuple(parts))
+
+
+def _node_block(job: PendingJob, ledger: Ledger, lim: Limit) -> Block:
+    types = {n.gpu_type for n in ledger.nodes.values()}
+    if job.gpu_type is not None and job.gpu_type not in types:
+        return Block("unknown_type", {"need": job.gpus or job.slices})
+    if job.gpus and job.gpu_type is not None and not _type_ok(job, ledger, lim, job.gpu_type):
+        used = ledger.types.get((job.project, job.gpu_type), 0)
+        return Block("quota_type", {"used": used, "limit": lim.gpu_types[job.gpu_type], "need": job.gpus})
+    if job.slices:
+        return Block("no_node", {"need": job.slices, "largest": _largest_slices(ledger, job), "slices": 1})
+    return Block("no_node", {"need": job.gpus, "largest": _largest(ledger, job)})
+
+
+def _largest(ledger: Ledger, job: PendingJob) -> int:
+    ok = [n.free for n in ledger.nodes.values() if n.schedulable and job.gpu_type in (None, n.gpu_type)]
+    return max(ok, default=0)
+
+
+def _largest_slices(ledger: Ledger, job: PendingJob) -> int:
+    ok = [
+        sum(n.slices.values())
+        for n in ledger.nodes.values()
+        if n.schedulable and job.gpu_type in (None, n.gpu_type)
+    ]
+    return max(ok, default=0)
+
+
+def attempt(job: PendingJob, ledger: Ledger, borrow: bool) -> Admission | Block:
+    """Admit `job` against the ledger (taking its capacity) or say what stops it."""
+    lim = ledger.limit(job.project)
+    blocked = _cap_block(job, ledger, lim)
+    if blocked is not None:
+        return blocked
+    over = quota_block(job, ledger, lim)
+    if over is not None and not (borrow and job.preemptible):
+        return over
+    if over is not None:
+        no_pool = borrow_block(job, ledger, lim)
+        if no_pool is not None:
+            return no_pool
+    place = place_slices(job, ledger) if job.slices else place_gpus(job, ledger, lim)
+    if place is None:
+        return _node_block(job, ledger, lim)
+    ledger.take(job, place)
+    return Admission(job.id, place.node, place.gpus, place.slice_placement, over is not None)
+
+
+def project_queues(ordered: list[PendingJob]) -> dict[str, list[PendingJob]]:
+    queues: dict[str, list[PendingJob]] = {}
+    for job in ordered:
+        if not job.held:
+            queues.setdefault(job.project, []).append(job)
+    return queues
+
+
+def _drain(
+    queues: Mapping[str, list[PendingJob]],
+    start: Mapping[str, int],
+    ledger: Ledger,
+    usage: Usage,
+    borrow: bool,
+    reclaim: Reclaim | None,
+    out: PassResult,
+) -> None:
+    heap: list[tuple[SortKey, str, int]] = []
+    for project, idx in start.items():
+        if idx < len(queues[project]):
+            heap.append((sort_key(queues[project][idx], usage), project, idx))
+    heapq.heapify(heap)
+    while heap:
+        _, project, idx = heapq.heappop(heap)
+        job = queues[project][idx]
+        got = attempt(job, ledger, borrow)
+        if isinstance(got, Block) and got.code == "no_node" and reclaim is not None:
+            got = reclaim(job, ledger) or got
+        if isinstance(got, Admission):
+            out.admitted.append(got)
+            out.blocks.pop(job.id, None)
+            out.heads.pop(project, None)
+        else:
+            out.blocks[job.id] = got
+            if got.code != "user_cap":
+                out.heads[project] = job.id
+                continue
+        if idx + 1 < len(queues[project]):
+            heapq.heappush(heap, (sort_key(queues[project][idx + 1], usage), project, idx + 1))
+
+
+def admit_all(
+    ordered: list[PendingJob], ledger: Ledger, usage: Usage, borrowing: bool, reclaim: Reclaim | None
+) -> PassResult:
+    """Pass 1 inside quota (with reclaim for lenders), then pass 2 borrowing for preemptible heads."""
+    queues = project_queues(ordered)
+    out = PassResult()
+    _drain(queues, dict.fromkeys(queues, 0), ledger, usage, False, reclaim, out)
+    if not borrowing:
+        return out
+    index = {p: {j.id: i for i, j in enumerate(q)} for p, q in queues.items()}
+    resume = {
+        p: index[p][head]
+        for p, head in out.heads.items()
+        if out.blocks[head].code == "quota" and queues[p][index[p][head]].preemptible
+    }
+    _drain(queues, resume, ledger, usage, True, None, out)
+    return out

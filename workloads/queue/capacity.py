@@ -1,0 +1,177 @@
+"""The working ledger of one cycle: free GPUs per node, quota use per project, user and cohort.
+
+`Ledger` is mutable on purpose: one cycle (or one step of the forward simulation) takes capacity
+from it as it admits, so two admitted jobs never get the same GPUs and quota is never counted twice.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from datetime import datetime
+
+from workloads.queue.model import ClusterState, Grant, PendingJob, ProjectQuota, RunningJob, UserCap
+
+Job = PendingJob | RunningJob
+
+
+@dataclass
+class NodeCap:
+    gpu_type: str
+    free: int
+    schedulable: bool
+    slices: dict[int, int] = field(default_factory=dict)  # shared GPU index -> free slices
+
+
+@dataclass
+class Use:
+    gpus: int = 0
+    slices: int = 0
+    jobs: int = 0
+
+
+@dataclass(frozen=True)
+class Limit:
+    """Effective quota of a project right now: base plus active grants."""
+
+    gpus: int
+    slices: int
+    jobs: int
+    gpu_types: dict[str, int]
+    caps: dict[str, UserCap]
+    cohort: str
+    grant_ids: tuple[int, ...]
+    grant_gpus: int
+
+
+@dataclass(frozen=True)
+class Placement:
+    node: str
+    gpus: int
+    slice_placement: tuple[tuple[int, int], ...]
+
+
+def _active(grant: Grant, now: datetime) -> bool:
+    return (grant.starts_at is None or grant.starts_at <= now) and now < grant.until
+
+
+def limit_of(quota: ProjectQuota | None, now: datetime) -> Limit:
+    if quota is None:
+        return Limit(0, 0, 0, {}, {}, "", (), 0)
+    grants = [g for g in quota.grants if _active(g, now)]
+    extra_g = sum(g.gpus for g in grants)
+    return Limit(
+        gpus=quota.gpus + extra_g,
+        slices=quota.slices + sum(g.slices for g in grants),
+        jobs=quota.max_concurrent_jobs,
+        gpu_types=dict(quota.gpu_types),
+        caps=dict(quota.user_caps),
+        cohort=quota.cohort or "",
+        grant_ids=tuple(g.id for g in grants),
+        grant_gpus=extra_g,
+    )
+
+
+@dataclass
+class Ledger:
+    nodes: dict[str, NodeCap]
+    limits: dict[str, Limit]
+    proj: dict[str, Use] = field(default_factory=dict)
+    types: dict[tuple[str, str], int] = field(default_factory=dict)  # (project, type) -> GPUs
+    users: dict[tuple[str, str], Use] = field(default_factory=dict)
+    pool: dict[str, Use] = field(default_factory=dict)  # cohort -> quota summed
+    pool_used: dict[str, Use] = field(default_factory=dict)
+    pool_reserved: dict[str, int] = field(default_factory=dict)
+
+    def limit(self, project: str) -> Limit:
+        if project not in self.limits:
+            self.limits[project] = Limit(0, 0, 0, {}, {}, "", (), 0)
+        return self.limits[project]
+
+    def use(self, project: str) -> Use:
+        return self.proj.setdefault(project, Use())
+
+    def user(self, project: str, owner: str) -> Use:
+        return self.users.setdefault((project, owner), Use())
+
+    def cohort_use(self, project: str) -> Use:
+        return self.pool_used.setdefault(self.limit(project).cohort, Use())
+
+    def take(self, job: Job, place: Placement) -> None:
+        node = self.nodes[place.node]
+        node.free -= place.gpus
+        for idx, n in place.slice_placement:
+            node.slices[idx] -= n
+        self._count(job, node.gpu_type, +1)
+
+    def release(self, job: Job, place: Placement) -> None:
+        node = self.nodes[place.node]
+        node.free += place.gpus
+        for idx, n in place.slice_placement:
+            node.slices[idx] = node.slices.get(idx, 0) + n
+        self._count(job, node.gpu_type, -1)
+
+    def _count(self, job: Job, gpu_type: str, sign: int) -> None:
+        for use in (self.use(job.project), self.user(job.project, job.owner), self.cohort_use(job.project)):
+            use.gpus += sign * job.gpus
+            use.slices += sign * job.slices
+            use.jobs += sign
+        key = (job.project, gpu_type)
+        self.types[key] = self.types.get(key, 0) + sign * job.gpus
+
+    def copy(self) -> Ledger:
+        def uses(d: dict[str, Use]) -> dict[str, Use]:
+            return {k: Use(v.gpus, v.slices, v.jobs) for k, v in d.items()}
+
+        return Ledger(
+            nodes={
+                k: NodeCap(n.gpu_type, n.free, n.schedulable, dict(n.slices)) for k, n in self.nodes.items()
+            },
+            limits=self.limits,
+            proj=uses(self.proj),
+            types=dict(self.types),
+            users={k: Use(v.gpus, v.slices, v.jobs) for k, v in self.users.items()},
+            pool=self.pool,
+            pool_used=uses(self.pool_used),
+            pool_reserved=dict(self.pool_reserved),
+        )
+
+
+def running_placement(job: RunningJob) -> Placement:
+    return Placement(job.node, job.gpus, job.slice_placement)
+
+
+def build_ledger(state: ClusterState, now: datetime) -> Ledger:
+    """Node free capacity is taken as given (it already excludes running jobs); quota use is
+    counted from the running jobs."""
+    nodes = {
+        n.name: NodeCap(n.gpu_type, n.free_gpus, n.schedulable, {s.index: s.free_slices for s in n.shared})
+        for n in state.nodes
+    }
+    limits = {p: limit_of(q, now) for p, q in state.quotas.items()}
+    ledger = Ledger(nodes=nodes, limits=limits)
+    for lim in limits.values():
+        tot = ledger.pool.setdefault(lim.cohort, Use())
+        tot.gpus += lim.gpus
+        tot.slices += lim.slices
+    for job in state.running:
+        gpu_type = nodes[job.node].gpu_type if job.node in nodes else (job.gpu_type or "")
+        ledger._count(job, gpu_type, +1)
+    return ledger
+
+
+def largest_block(ledger: Ledger, gpu_type: str | None) -> int:
+    sizes = [
+        n.free
+        for n in ledger.nodes.values()
+        if n.schedulable and (gpu_type is None or n.gpu_type == gpu_type)
+    ]
+    return max(sizes, default=0)
+
+
+def largest_slices(ledger: Ledger, gpu_type: str | None) -> int:
+    sizes = [
+        sum(n.slices.values())
+        for n in ledger.nodes.values()
+        if n.schedulable and (gpu_type is None or n.gpu_type == gpu_type)
+    ]
+    return max(sizes, default=0)

@@ -1,0 +1,197 @@
+"""Plain inputs and outputs of the admission policy. Frozen dataclasses, no Django, no Kubernetes.
+
+The caller (the admission loop) builds a `ClusterState` from the database each cycle and applies the
+`CyclePlan` that `plan_cycle` returns. All GPU counts are whole GPUs; MPS shares are counted in slices.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Literal
+
+JobId = int
+
+
+@dataclass(frozen=True)
+class PendingJob:
+    """A queued job. Exactly one of `gpus` (whole GPUs on one node) or `slices` (MPS) is > 0."""
+
+    id: JobId
+    project: str
+    owner: str
+    submitted_at: datetime
+    gpus: int = 0
+    slices: int = 0
+    gpu_type: str | None = None
+    priority: int = 0
+    preemptible: bool = False
+    max_runtime_s: int = 86_400
+    held: bool = False
+    front: bool = False
+
+
+@dataclass(frozen=True)
+class RunningJob:
+    """An admitted or running job. `slice_placement` is ((gpu index on node, slices), ...)."""
+
+    id: JobId
+    project: str
+    owner: str
+    node: str
+    started_at: datetime
+    gpus: int = 0
+    slices: int = 0
+    gpu_type: str | None = None
+    max_runtime_s: int = 86_400
+    borrowing: bool = False
+    preemptible: bool = False
+    slice_placement: tuple[tuple[int, int], ...] = ()
+
+
+@dataclass(frozen=True)
+class SharedGpu:
+    """A GPU in MPS-shared mode: `index` on its node, free and total slices."""
+
+    index: int
+    free_slices: int
+    total_slices: int
+
+
+@dataclass(frozen=True)
+class NodeState:
+    """Free whole GPUs already exclude the shared ones and those held by running jobs."""
+
+    name: str
+    gpu_type: str
+    free_gpus: int
+    total_gpus: int
+    shared: tuple[SharedGpu, ...] = ()
+    schedulable: bool = True
+
+
+@dataclass(frozen=True)
+class UserCap:
+    gpus: int
+    slices: int
+    jobs: int
+
+
+@dataclass(frozen=True)
+class Grant:
+    """A temporary quota grant or reservation; counts only while starts_at <= now < until."""
+
+    id: int
+    gpus: int
+    slices: int
+    until: datetime
+    starts_at: datetime | None = None
+
+
+@dataclass(frozen=True)
+class ProjectQuota:
+    """Quota of one project. `cohort` limits borrowing to projects of the same cohort
+    (None: the whole cluster is one cohort). `gpu_types` caps whole GPUs per GPU type."""
+
+    project: str
+    gpus: int
+    slices: int = 0
+    max_concurrent_jobs: int = 1_000_000
+    gpu_types: Mapping[str, int] = field(default_factory=dict)
+    user_caps: Mapping[str, UserCap] = field(default_factory=dict)
+    grants: tuple[Grant, ...] = ()
+    cohort: str | None = None
+
+
+@dataclass(frozen=True)
+class Usage:
+    """Decayed GPU-hours as of `as_of`, per project and per (project, owner)."""
+
+    as_of: datetime
+    projects: Mapping[str, float] = field(default_factory=dict)
+    users: Mapping[tuple[str, str], float] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class Settings:
+    half_life_hours: float = 168.0
+    borrowing_enabled: bool = True
+    preemption_notice_s: int = 300
+    slices_per_gpu: int = 4
+
+
+@dataclass(frozen=True)
+class PreemptionNotice:
+    """A borrowing job `job_id` must give its GPUs back to `for_job` at `deadline`."""
+
+    job_id: JobId
+    for_job: JobId
+    issued_at: datetime
+    deadline: datetime
+
+
+@dataclass(frozen=True)
+class ClusterState:
+    """Everything one admission cycle needs. `expected_runtime_s` maps (project, owner) or
+    (project, "") to a history-based expected runtime (median); max_runtime_s is the fallback."""
+
+    pending: tuple[PendingJob, ...]
+    running: tuple[RunningJob, ...]
+    nodes: tuple[NodeState, ...]
+    quotas: Mapping[str, ProjectQuota]
+    usage: Usage
+    settings: Settings = Settings()
+    notices: tuple[PreemptionNotice, ...] = ()
+    expected_runtime_s: Mapping[tuple[str, str], float] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class Admission:
+    """Admit `job_id` on `node`: whole GPUs count, or MPS slices per shared GPU index."""
+
+    job_id: JobId
+    node: str
+    gpus: int
+    slice_placement: tuple[tuple[int, int], ...]
+    borrowing: bool
+
+
+Code = Literal[
+    "admitted",
+    "held",
+    "user_cap",
+    "max_jobs",
+    "quota",
+    "quota_type",
+    "no_node",
+    "behind_head",
+    "reclaiming",
+    "no_borrow",
+    "unknown_type",
+]
+
+
+@dataclass(frozen=True)
+class Explanation:
+    """Why a job is (not) starting, as machine fields plus the sentence shown to people.
+    `numbers` holds the figures the sentence quotes (used, limit, need, largest_block, ...)."""
+
+    job_id: JobId
+    code: Code
+    numbers: Mapping[str, float]
+    position_project: int
+    position_global: int
+    estimated_start: datetime | None
+    sentence: str
+    hints: tuple[str, ...] = ()
+    ahead: tuple[tuple[int, int], ...] = ()  # (size, count) of jobs ahead in the project queue
+
+
+@dataclass(frozen=True)
+class CyclePlan:
+    admit: list[Admission]
+    preempt: list[JobId]
+    notices: list[PreemptionNotice]
+    withdraw: list[JobId]
+    explanations: dict[JobId, Explanation]
