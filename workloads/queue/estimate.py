@@ -63,13 +63,13 @@ def estimate_starts(
             break
         t = events[0][0]
         while events and events[0][0] <= t:
-            _, _, job, place = heapq.heappop(events)
-            ledger.release(job, place)
+            _, _, ended, place = heapq.heappop(events)
+            ledger.release(ended, place)
         got = admit_all(waiting, ledger, usage, state.settings.borrowing_enabled, None).admitted
         for adm in got:
-            job = by_id[adm.job_id]
-            starts[job.id] = t
-            push(t + timedelta(seconds=expected_runtime_s(job, state.expected_runtime_s)), job, _place(adm))
+            starts[adm.job_id] = t
+            new = by_id[adm.job_id]
+            push(t + timedelta(seconds=expected_runtime_s(new, state.expected_runtime_s)), new, _place(adm))
         if got:
             waiting = [j for j in waiting if j.id not in starts]
     return starts

@@ -1,0 +1,160 @@
+"""Explanations: position, estimated start, why pending (with its numbers) and what would start the
+job sooner. Every hint is checked by re-planning the cycle with the suggested change."""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Mapping
+from dataclasses import replace
+from datetime import UTC, datetime, timedelta
+
+from workloads.queue.admit import Block
+from workloads.queue.capacity import Placement, build_ledger
+from workloads.queue.estimate import estimate_starts
+from workloads.queue.model import (
+    ClusterState,
+    Explanation,
+    Grant,
+    JobId,
+    PendingJob,
+    ProjectQuota,
+)
+from workloads.queue.plan import Decision, decide
+
+MAX_SHRINK_TRIES = 8
+
+
+def _size(n: int, slices: bool) -> str:
+    unit = "slice" if slices else "GPU"
+    return f"{n} {unit}{'' if n == 1 else 's'}"
+
+
+def _hhmm(ts: float) -> str:
+    return datetime.fromtimestamp(ts, tz=UTC).strftime("%H:%M")
+
+
+def _unit(numbers: Mapping[str, float]) -> str:
+    return "slices" if numbers.get("slices") else "jobs" if numbers.get("jobs") else "GPUs"
+
+
+def sentence(block: Block, job: PendingJob) -> str:
+    n = {k: int(v) for k, v in block.numbers.items()}
+    u = _unit(block.numbers)
+    text = {
+        "held": "held by an operator",
+        "user_cap": f"your per-user cap {n.get('used')}/{n.get('limit')} {u}",
+        "max_jobs": f"project runs {n.get('used')}/{n.get('limit')} jobs (max concurrent jobs)",
+        "quota": f"project quota {n.get('used')}/{n.get('limit')} {u} in use",
+        "quota_type": f"project limit for {job.gpu_type} {n.get('used')}/{n.get('limit')} GPUs in use",
+        "no_node": f"no node has {_size(n.get('need', 0), u == 'slices').replace(' ', ' free ', 1)}; "
+        f"the largest free block is {n.get('largest')}",
+        "unknown_type": f"no node has GPU type {job.gpu_type}",
+        "no_borrow": f"over project quota, and only {n.get('idle')} idle GPUs can be borrowed "
+        f"(needs {n.get('need')})",
+        "reclaiming": f"waiting for {n.get('gpus')} borrowed {'GPU' if n.get('gpus') == 1 else 'GPUs'} "
+        f"to be returned (notice ends {_hhmm(block.numbers.get('deadline', 0.0))})",
+    }.get(block.code, block.code)
+    if block.code == "quota" and n.get("grants"):
+        text += f", including a temporary grant of +{n['grants']}"
+    return text
+
+
+def _starts_now(state: ClusterState, now: datetime, job: PendingJob, quota: ProjectQuota | None) -> bool:
+    pending = tuple(job if j.id == job.id else j for j in state.pending)
+    quotas = dict(state.quotas)
+    if quota is not None:
+        quotas[quota.project] = quota
+    d = decide(replace(state, pending=pending, quotas=quotas), now)
+    return any(a.job_id == job.id for a in d.result.admitted)
+
+
+def _shrink_hint(state: ClusterState, now: datetime, job: PendingJob) -> str | None:
+    size, field = (job.gpus, "gpus") if job.gpus else (job.slices, "slices")
+    for k in range(size - 1, max(0, size - 1 - MAX_SHRINK_TRIES), -1):
+        smaller = replace(job, gpus=k) if field == "gpus" else replace(job, slices=k)
+        if _starts_now(state, now, smaller, None):
+            return f"asking {_size(k, field == 'slices')} would start now"
+    return None
+
+
+def _grant_hint(state: ClusterState, now: datetime, job: PendingJob, block: Block) -> str | None:
+    if block.code != "quota" or block.numbers.get("slices"):
+        return None
+    n = block.numbers
+    extra = int(n["used"] + n["need"] - n["limit"])
+    base = state.quotas.get(job.project) or ProjectQuota(project=job.project, gpus=0)
+    grant = Grant(id=-1, gpus=extra, slices=0, until=now + timedelta(days=1))
+    if _starts_now(state, now, job, replace(base, grants=(*base.grants, grant))):
+        return f"a temporary grant of +{extra} {'GPU' if extra == 1 else 'GPUs'} would start it now"
+    return None
+
+
+def hints(state: ClusterState, now: datetime, job: PendingJob, block: Block) -> tuple[str, ...]:
+    if block.code in ("held", "reclaiming", "unknown_type"):
+        return ()
+    out = [_shrink_hint(state, now, job), _grant_hint(state, now, job, block)]
+    borrow = block.code == "quota" and not job.preemptible and state.settings.borrowing_enabled
+    if borrow and _starts_now(state, now, replace(job, preemptible=True), None):
+        out.append("marking it preemptible would start it now on borrowed quota")
+    any_type = block.code == "no_node" and job.gpu_type is not None
+    if any_type and _starts_now(state, now, replace(job, gpu_type=None), None):
+        out.append("accepting any GPU type would start it now")
+    return tuple(h for h in out if h)
+
+
+def _ahead_text(ahead: list[PendingJob]) -> tuple[str, tuple[tuple[int, int], ...]]:
+    sizes = Counter((j.gpus or j.slices, bool(j.slices)) for j in ahead)
+    pairs = sorted(sizes.items(), key=lambda kv: (-kv[0][0], kv[0][1]))
+    parts = ", ".join(f"{c}x {_size(s, sl)}" for (s, sl), c in pairs)
+    word = "job" if len(ahead) == 1 else "jobs"
+    return f"{len(ahead)} {word} ahead of yours: {parts}", tuple((s, c) for (s, _), c in pairs)
+
+
+def explain_all(state: ClusterState, now: datetime, d: Decision) -> dict[JobId, Explanation]:
+    admitted = {a.job_id: a for a in d.result.admitted}
+    ledger = build_ledger(state, now)
+    by_id = {j.id: j for j in d.ordered}
+    for a in d.result.admitted:
+        ledger.take(by_id[a.job_id], Placement(a.node, a.gpus, a.slice_placement))
+    starts = estimate_starts(state, now, d.ordered, d.result.admitted, ledger, d.usage)
+    waiting = [j for j in d.ordered if not j.held and j.id not in admitted]
+    pos_global = {j.id: i + 1 for i, j in enumerate(waiting)}
+    per_project: dict[str, list[PendingJob]] = {}
+    out: dict[JobId, Explanation] = {}
+    for job in d.ordered:
+        queue = per_project.setdefault(job.project, [])
+        out[job.id] = _one(state, now, d, job, queue, pos_global.get(job.id, 0), starts.get(job.id))
+        if job.id in pos_global:
+            queue.append(job)
+    return out
+
+
+def _one(
+    state: ClusterState,
+    now: datetime,
+    d: Decision,
+    job: PendingJob,
+    ahead: list[PendingJob],
+    pos: int,
+    start: datetime | None,
+) -> Explanation:
+    admitted = next((a for a in d.result.admitted if a.job_id == job.id), None)
+    if admitted is not None:
+        text = f"starting now on {admitted.node}" + (" on borrowed quota" if admitted.borrowing else "")
+        return Explanation(job.id, "admitted", {}, 0, 0, now, text)
+    block = d.result.blocks.get(job.id)
+    if job.held:
+        block = Block("held")
+    if block is None:
+        head = d.result.heads.get(job.project)
+        head_block = d.result.blocks.get(head) if head is not None else None
+        text, pairs = _ahead_text(ahead)
+        if head_block is not None and head is not None:
+            for j in ahead:
+                if j.id == head:
+                    text += f"; the first waits because {sentence(head_block, j)}"
+        numbers = {"ahead": float(len(ahead))}
+        return Explanation(job.id, "behind_head", numbers, len(ahead) + 1, pos, start, text, (), pairs)
+    hint = hints(state, now, job, block)
+    pos_p = 0 if job.held else len(ahead) + 1
+    return Explanation(job.id, block.code, dict(block.numbers), pos_p, pos, start, sentence(block, job), hint)
