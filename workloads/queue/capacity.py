@@ -104,11 +104,13 @@ class Ledger:
         self._count(job, node.gpu_type, +1)
 
     def release(self, job: Job, place: Placement) -> None:
-        node = self.nodes[place.node]
-        node.free += place.gpus
-        for idx, n in place.slice_placement:
-            node.slices[idx] = node.slices.get(idx, 0) + n
-        self._count(job, node.gpu_type, -1)
+        """Give back a job's GPUs (to its node, unless the node is gone) and its quota."""
+        node = self.nodes.get(place.node)
+        if node is not None:
+            node.free += place.gpus
+            for idx, n in place.slice_placement:
+                node.slices[idx] = node.slices.get(idx, 0) + n
+        self._count(job, node.gpu_type if node else (job.gpu_type or ""), -1)
 
     def _count(self, job: Job, gpu_type: str, sign: int) -> None:
         for use in (self.use(job.project), self.user(job.project, job.owner), self.cohort_use(job.project)):

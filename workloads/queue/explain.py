@@ -116,7 +116,8 @@ def explain_all(state: ClusterState, now: datetime, d: Decision) -> dict[JobId, 
     by_id = {j.id: j for j in d.ordered}
     for a in d.result.admitted:
         ledger.take(by_id[a.job_id], Placement(a.node, a.gpus, a.slice_placement))
-    starts = estimate_starts(state, now, d.ordered, d.result.admitted, ledger, d.usage)
+    noticed = replace(state, notices=(*state.notices, *d.reclaimer.notices))
+    starts = estimate_starts(noticed, now, d.ordered, d.result.admitted, ledger, d.usage)
     waiting = [j for j in d.ordered if not j.held and j.id not in admitted]
     pos_global = {j.id: i + 1 for i, j in enumerate(waiting)}
     per_project: dict[str, list[PendingJob]] = {}
