@@ -22,7 +22,10 @@ class TokenForm(forms.Form):
 
 class MemberAddForm(forms.Form):
     email = forms.EmailField()
-    role = forms.ChoiceField(choices=Role.choices, initial=Role.MEMBER)
+    role = forms.ChoiceField(choices=Role.choices, initial=Role.MEMBER, required=False)
+
+    def clean_role(self) -> str:
+        return str(self.cleaned_data.get("role") or Role.MEMBER)
 
 
 class SettingsForm(forms.Form):

@@ -5,7 +5,7 @@ from __future__ import annotations
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
 from django.core.exceptions import PermissionDenied, ValidationError
-from django.http import HttpRequest, HttpResponse, HttpResponseRedirect
+from django.http import HttpRequest, HttpResponse, HttpResponseRedirect, QueryDict
 from django.shortcuts import get_object_or_404, render
 from django.urls import reverse
 from django.views.decorators.http import require_POST
@@ -19,6 +19,10 @@ from accounts.models import Membership, User
 def _user(request: HttpRequest) -> User:
     assert isinstance(request.user, User)  # noqa: S101 - login_required
     return request.user
+
+
+def _posted(request: HttpRequest) -> QueryDict | None:
+    return request.POST if request.method == "POST" else None
 
 
 def _errors(form_or_exc: ValidationError) -> str:
@@ -48,10 +52,12 @@ def member_add(request: HttpRequest, slug: str) -> HttpResponse:
     user = _user(request)
     project = selectors.project_get(user=user, slug=slug)
     form = MemberAddForm(request.POST)
-    target = None
-    if form.is_valid():
-        target = User.objects.filter(email__iexact=form.cleaned_data["email"], is_active=True).first()
     try:
+        if not form.is_valid():
+            raise ValidationError(
+                [f"{name}: {' '.join(map(str, errs))}" for name, errs in form.errors.items()]
+            )
+        target = User.objects.filter(email__iexact=form.cleaned_data["email"], is_active=True).first()
         if target is None:
             raise ValidationError("No active user has this email address.")
         services.membership_add(
@@ -85,7 +91,7 @@ def member_change(request: HttpRequest, slug: str, pk: int) -> HttpResponse:
 @login_required
 def tokens(request: HttpRequest) -> HttpResponse:
     user = _user(request)
-    form = TokenForm(request.POST or None)
+    form = TokenForm(_posted(request))
     secret = None
     if request.method == "POST" and form.is_valid():
         try:
@@ -116,7 +122,7 @@ def token_revoke(request: HttpRequest, pk: int) -> HttpResponse:
 @login_required
 def user_settings(request: HttpRequest) -> HttpResponse:
     user = _user(request)
-    form = SettingsForm(request.POST or None, initial={"notify_by_email": user.notify_by_email})
+    form = SettingsForm(_posted(request), initial={"notify_by_email": user.notify_by_email})
     if request.method == "POST" and form.is_valid():
         services.user_set_notifications(
             user=user, enabled=form.cleaned_data["notify_by_email"], request=request

@@ -29,8 +29,9 @@ def test_projects_list_only_mine_with_quota_and_role(world: World) -> None:
 
 def test_manager_adds_member_by_email(world: World) -> None:
     client = api_client(world.owner, scopes=(TokenScope.ADMIN,))
-    response = client.post("/api/v1/projects/alpha/members/", {"email": "oscar@example.com", "role": "viewer"},
-                           format="json")
+    response = client.post(
+        "/api/v1/projects/alpha/members/", {"email": "oscar@example.com", "role": "viewer"}, format="json"
+    )
     assert response.status_code == 201, response.content
     assert Membership.objects.get(project=world.alpha, user=world.outsider).role == Role.VIEWER
 
@@ -67,7 +68,8 @@ def test_token_create_shows_secret_once_then_list_hides_it(world: World) -> None
     secret = created.json()["secret"]
     assert secret.startswith("gpt_")
     listed = client.get("/api/v1/tokens/").json()["results"]
-    assert listed and all("secret" not in row for row in listed)
+    assert listed
+    assert all("secret" not in row for row in listed)
     assert secret not in str(listed)
 
 
@@ -81,8 +83,9 @@ def test_token_revoke_through_api(world: World) -> None:
 
 def test_bad_token_input(world: World) -> None:
     client = api_session_client(world.member)
-    response = client.post("/api/v1/tokens/", {"name": "x", "scopes": ["root"], "expires_at": "tomorrow"},
-                           format="json")
+    response = client.post(
+        "/api/v1/tokens/", {"name": "x", "scopes": ["root"], "expires_at": "tomorrow"}, format="json"
+    )
     assert response.status_code == 400
     assert {"scopes", "expires_at"} <= set(response.json()["error"]["fields"])
     assert not ApiToken.objects.exists()
@@ -98,8 +101,13 @@ def test_read_scope_cannot_write(world: World) -> None:
 
 def test_submit_scope_cannot_manage_members_or_tokens(world: World) -> None:
     client = api_client(world.owner, scopes=(TokenScope.SUBMIT,))
-    assert client.post("/api/v1/tokens/", {"name": "x", "scopes": ["admin"]}, format="json").status_code == 403
-    assert client.delete(f"/api/v1/projects/alpha/members/{world.member.memberships.get().pk}/").status_code == 403
+    assert (
+        client.post("/api/v1/tokens/", {"name": "x", "scopes": ["admin"]}, format="json").status_code == 403
+    )
+    assert (
+        client.delete(f"/api/v1/projects/alpha/members/{world.member.memberships.get().pk}/").status_code
+        == 403
+    )
 
 
 def test_unauthenticated_api_is_401_with_error_body(db: None) -> None:

@@ -66,14 +66,18 @@ def test_token_creation_by_password_shares_the_limit(world: World) -> None:
 
 def test_token_creation_by_password_works_and_needs_otp_for_mfa_users(world: World) -> None:
     client = APIClient()
-    ok = client.post("/api/v1/auth/token/",
-                     {"email": "bob@example.com", "password": PASSWORD, "name": "cli", "scopes": ["read"]},
-                     format="json")
+    ok = client.post(
+        "/api/v1/auth/token/",
+        {"email": "bob@example.com", "password": PASSWORD, "name": "cli", "scopes": ["read"]},
+        format="json",
+    )
     assert ok.status_code == 201
     assert ok.json()["secret"].startswith("gpt_")
-    staff = client.post("/api/v1/auth/token/",
-                        {"email": "olga@example.com", "password": PASSWORD, "name": "cli", "scopes": ["read"]},
-                        format="json")
+    staff = client.post(
+        "/api/v1/auth/token/",
+        {"email": "olga@example.com", "password": PASSWORD, "name": "cli", "scopes": ["read"]},
+        format="json",
+    )
     assert staff.status_code == 401
     assert "otp" in staff.json()["error"]["message"]
 

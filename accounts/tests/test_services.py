@@ -18,17 +18,22 @@ pytestmark = pytest.mark.django_db
 
 def test_manager_adds_a_member_and_it_is_audited(world: World) -> None:
     newcomer = make_user("nina@example.com")
-    membership = services.membership_add(actor=world.owner, project=world.alpha, user=newcomer, role=Role.VIEWER)
+    membership = services.membership_add(
+        actor=world.owner, project=world.alpha, user=newcomer, role=Role.VIEWER
+    )
     assert membership.role == Role.VIEWER
     entry = AuditLog.objects.get(action="membership.add")
     assert entry.actor == world.owner
     assert entry.project == world.alpha
-    assert entry.after is not None and entry.after["role"] == "viewer"
+    assert entry.after is not None
+    assert entry.after["role"] == "viewer"
 
 
 def test_member_cannot_manage_members(world: World) -> None:
     with pytest.raises(PermissionDenied):
-        services.membership_add(actor=world.member, project=world.alpha, user=world.outsider, role=Role.MEMBER)
+        services.membership_add(
+            actor=world.member, project=world.alpha, user=world.outsider, role=Role.MEMBER
+        )
     assert not Membership.objects.filter(project=world.alpha, user=world.outsider).exists()
 
 
@@ -93,7 +98,9 @@ def test_only_operators_create_projects(world: World) -> None:
 
 
 def test_token_secret_is_not_stored(world: World) -> None:
-    token, secret = services.token_create(user=world.member, name="cli", scopes=[TokenScope.READ], expires_at=None)
+    token, secret = services.token_create(
+        user=world.member, name="cli", scopes=[TokenScope.READ], expires_at=None
+    )
     stored = ApiToken.objects.get(pk=token.pk)
     assert secret not in (stored.digest, stored.prefix, stored.name)
     assert stored.digest == services.token_digest(secret)
@@ -103,8 +110,9 @@ def test_token_secret_is_not_stored(world: World) -> None:
 
 def test_token_validation_messages(world: World) -> None:
     with pytest.raises(ValidationError) as exc:
-        services.token_create(user=world.member, name=" ", scopes=["root"],
-                              expires_at=timezone.now() - timedelta(days=1))
+        services.token_create(
+            user=world.member, name=" ", scopes=["root"], expires_at=timezone.now() - timedelta(days=1)
+        )
     assert set(exc.value.message_dict) == {"name", "scopes", "expires_at"}
     assert not ApiToken.objects.exists()
 

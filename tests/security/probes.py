@@ -41,31 +41,46 @@ ProbeFactory = Callable[[Victim], list[Probe]]
 PROBES: dict[str, ProbeFactory] = {
     "GET /api/v1/me/": lambda v: [Probe("GET", "/api/v1/me/", "no_foreign_rows")],
     "POST /api/v1/auth/token/": lambda v: [
-        Probe("POST", "/api/v1/auth/token/", "denied",
-              {"email": v.manager.email, "password": "guess", "name": "x", "scopes": ["admin"]}),
+        Probe(
+            "POST",
+            "/api/v1/auth/token/",
+            "denied",
+            {"email": v.manager.email, "password": "guess", "name": "x", "scopes": ["admin"]},
+        ),
     ],
     "GET /api/v1/projects/": lambda v: [Probe("GET", "/api/v1/projects/", "no_foreign_rows")],
-    "GET /api/v1/projects/{slug}/": lambda v: [Probe("GET", f"/api/v1/projects/{v.project.slug}/", "not_found")],
+    "GET /api/v1/projects/{slug}/": lambda v: [
+        Probe("GET", f"/api/v1/projects/{v.project.slug}/", "not_found")
+    ],
     "GET /api/v1/projects/{project_slug}/members/": lambda v: [
         Probe("GET", f"/api/v1/projects/{v.project.slug}/members/", "not_found"),
     ],
     "POST /api/v1/projects/{project_slug}/members/": lambda v: [
-        Probe("POST", f"/api/v1/projects/{v.project.slug}/members/", "not_found",
-              {"email": "intruder@example.com", "role": "manager"}),
+        Probe(
+            "POST",
+            f"/api/v1/projects/{v.project.slug}/members/",
+            "not_found",
+            {"email": "intruder@example.com", "role": "manager"},
+        ),
     ],
     "GET /api/v1/projects/{project_slug}/members/{id}/": lambda v: [
         Probe("GET", f"/api/v1/projects/{v.project.slug}/members/{v.membership.pk}/", "not_found"),
     ],
     "PATCH /api/v1/projects/{project_slug}/members/{id}/": lambda v: [
-        Probe("PATCH", f"/api/v1/projects/{v.project.slug}/members/{v.membership.pk}/", "not_found",
-              {"role": "viewer"}),
+        Probe(
+            "PATCH",
+            f"/api/v1/projects/{v.project.slug}/members/{v.membership.pk}/",
+            "not_found",
+            {"role": "viewer"},
+        ),
     ],
     "DELETE /api/v1/projects/{project_slug}/members/{id}/": lambda v: [
         Probe("DELETE", f"/api/v1/projects/{v.project.slug}/members/{v.membership.pk}/", "not_found"),
     ],
     "GET /api/v1/tokens/": lambda v: [Probe("GET", "/api/v1/tokens/", "no_foreign_rows")],
-    "POST /api/v1/tokens/": lambda v: [Probe("POST", "/api/v1/tokens/", "no_foreign_rows",
-                                             {"name": "mine", "scopes": ["read"]})],
+    "POST /api/v1/tokens/": lambda v: [
+        Probe("POST", "/api/v1/tokens/", "no_foreign_rows", {"name": "mine", "scopes": ["read"]})
+    ],
     "GET /api/v1/tokens/{id}/": lambda v: [Probe("GET", f"/api/v1/tokens/{v.token.pk}/", "not_found")],
     "DELETE /api/v1/tokens/{id}/": lambda v: [Probe("DELETE", f"/api/v1/tokens/{v.token.pk}/", "not_found")],
 }

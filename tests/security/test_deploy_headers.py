@@ -27,7 +27,12 @@ def test_check_deploy_is_clean_in_production(tmp_path: Path) -> None:
     env = {**os.environ, **PRODUCTION_ENV}
     result = subprocess.run(
         [sys.executable, "manage.py", "check", "--deploy", "--fail-level", "WARNING"],
-        cwd=ROOT, env=env, capture_output=True, text=True, timeout=120, check=False,
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
     )
     assert result.returncode == 0, result.stdout + result.stderr
     assert "no issues" in result.stdout
@@ -35,8 +40,15 @@ def test_check_deploy_is_clean_in_production(tmp_path: Path) -> None:
 
 def test_production_refuses_to_start_without_a_secret() -> None:
     env = {**os.environ, **PRODUCTION_ENV, "SECRET_KEY": ""}
-    result = subprocess.run([sys.executable, "manage.py", "check"], cwd=ROOT, env=env, capture_output=True,
-                            text=True, timeout=120, check=False)
+    result = subprocess.run(
+        [sys.executable, "manage.py", "check"],
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
     assert result.returncode != 0
     assert "SECRET_KEY" in result.stderr
 
@@ -46,8 +58,15 @@ def test_secret_key_file_is_read(tmp_path: Path) -> None:
     key_file.write_text("f" * 60 + "-from-a-file-with-enough-entropy-for-django-check\n")
     env = {**os.environ, **PRODUCTION_ENV, "SECRET_KEY": "", "SECRET_KEY_FILE": str(key_file)}
     code = "from django.conf import settings; print(settings.SECRET_KEY)"
-    result = subprocess.run([sys.executable, "-c", f"import django; django.setup(); {code}"], cwd=ROOT, env=env,
-                            capture_output=True, text=True, timeout=120, check=False)
+    result = subprocess.run(
+        [sys.executable, "-c", f"import django; django.setup(); {code}"],
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
     assert result.stdout.strip().startswith("f" * 60), result.stderr
 
 
@@ -79,7 +98,9 @@ PRODUCTION_HEADERS = {
 @override_settings(**PRODUCTION_HEADERS)
 def test_every_page_has_security_headers(world: World) -> None:
     urls = page_urls()
-    assert "/dashboard/" in urls and "/accounts/login/" in urls and "/api/v1/me/" in urls
+    assert "/dashboard/" in urls
+    assert "/accounts/login/" in urls
+    assert "/api/v1/me/" in urls
     for client in (Client(), session_client(world.admin)):
         for url in urls:
             response = client.get(url, secure=True)
