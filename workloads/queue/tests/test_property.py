@@ -1,0 +1,115 @@
+"""Hypothesis: over random clusters and queues, one cycle never exceeds a quota, a cap or a node."""
+
+from __future__ import annotations
+
+from collections import Counter
+
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from workloads.queue import (
+    ClusterState,
+    NodeState,
+    PendingJob,
+    ProjectQuota,
+    RunningJob,
+    SharedGpu,
+    UserCap,
+    plan_cycle,
+)
+from workloads.queue.tests.factory import at, state
+
+PROJECTS = ["p0", "p1", "p2"]
+OWNERS = ["alice", "carol", "dave"]
+
+
+@st.composite
+def clusters(draw: st.DrawFn) -> ClusterState:
+    nodes = [
+        NodeState(f"n{i}", draw(st.sampled_from(["h200", "a100"])), draw(st.integers(0, 8)), 8,
+                  tuple(SharedGpu(k, draw(st.integers(0, 4)), 4) for k in range(draw(st.integers(0, 2)))),
+                  draw(st.booleans()) or i == 0)  # fmt: skip
+        for i in range(draw(st.integers(1, 4)))
+    ]
+    quotas = [
+        ProjectQuota(p, draw(st.integers(0, 10)), draw(st.integers(0, 8)), draw(st.integers(1, 6)),
+                     draw(st.sampled_from([{}, {"h200": 3}])),
+                     {"alice": UserCap(draw(st.integers(0, 4)), draw(st.integers(0, 4)), draw(st.integers(1, 4)))},
+                     cohort=draw(st.sampled_from([None, "c1"])))  # fmt: skip
+        for p in PROJECTS
+    ]
+    running = [
+        RunningJob(100 + i, draw(st.sampled_from(PROJECTS)), "bob", "n0", at(-draw(st.integers(1, 999))),
+                   gpus=draw(st.integers(1, 3)), borrowing=draw(st.booleans()), preemptible=True)  # fmt: skip
+        for i in range(draw(st.integers(0, 4)))
+    ]
+    pending = [
+        PendingJob(i, draw(st.sampled_from(PROJECTS)), draw(st.sampled_from(OWNERS)), at(i),
+                   *((draw(st.integers(1, 8)), 0) if draw(st.booleans()) else (0, draw(st.integers(1, 6)))),
+                   gpu_type=draw(st.sampled_from([None, "h200"])), priority=draw(st.integers(0, 2)),
+                   preemptible=draw(st.booleans()), front=draw(st.booleans()))  # fmt: skip
+        for i in range(draw(st.integers(0, 14)))
+    ]
+    return state(pending, nodes, quotas, running)
+
+
+@settings(max_examples=300, deadline=None)
+@given(clusters())
+def test_cycle_never_exceeds_quota_caps_or_nodes(s: ClusterState) -> None:
+    plan = plan_cycle(s, at(1000), explain=False)
+    jobs = {j.id: j for j in s.pending}
+    node_free = {n.name: n.free_gpus for n in s.nodes}
+    slice_free = {(n.name, g.index): g.free_slices for n in s.nodes for g in n.shared}
+    used_g, used_s, nb_g, jobs_n, user, types = Counter(), Counter(), Counter(), Counter(), Counter(), Counter()
+    for r in s.running:
+        used_g[r.project] += r.gpus
+        jobs_n[r.project] += 1
+    run_g = dict(used_g)
+    for a in plan.admit:
+        j = jobs[a.job_id]
+        assert not j.held
+        assert not a.borrowing or j.preemptible
+        assert a.gpus == j.gpus
+        node_free[a.node] -= a.gpus
+        for idx, k in a.slice_placement:
+            slice_free[(a.node, idx)] -= k
+        assert sum(k for _, k in a.slice_placement) == j.slices
+        used_g[j.project] += j.gpus
+        used_s[j.project] += j.slices
+        jobs_n[j.project] += 1
+        if not a.borrowing:
+            nb_g[j.project] += j.gpus
+        if j.gpu_type or a.gpus:
+            types[(j.project, next(n.gpu_type for n in s.nodes if n.name == a.node))] += a.gpus
+        for unit, n in (("g", j.gpus), ("s", j.slices), ("j", 1)):
+            user[(j.project, j.owner, unit)] += n
+    assert all(v >= 0 for v in node_free.values()), "a node was over-booked"
+    assert all(v >= 0 for v in slice_free.values()), "a shared GPU was over-booked"
+    assert all(any(n.name == a.node and n.schedulable for n in s.nodes) for a in plan.admit)
+    for p, q in s.quotas.items():
+        if nb_g[p]:
+            assert run_g.get(p, 0) + nb_g[p] <= q.gpus
+        borrowed = any(a.borrowing and jobs[a.job_id].project == p for a in plan.admit)
+        if not borrowed:
+            assert used_s[p] <= q.slices
+        if any(jobs[a.job_id].project == p for a in plan.admit):
+            assert jobs_n[p] <= q.max_concurrent_jobs
+        if "h200" in q.gpu_types and types[(p, "h200")]:
+            assert types[(p, "h200")] <= q.gpu_types["h200"]
+        cap = q.user_caps["alice"]
+        assert user[(p, "alice", "g")] <= cap.gpus
+        assert user[(p, "alice", "s")] <= cap.slices
+        assert user[(p, "alice", "j")] <= cap.jobs
+    for cohort in {q.cohort for q in s.quotas.values()}:
+        members = [p for p, q in s.quotas.items() if q.cohort == cohort]
+        if any(a.borrowing and jobs[a.job_id].project in members for a in plan.admit):
+            assert sum(used_g[p] for p in members) <= sum(s.quotas[p].gpus for p in members)
+
+
+@settings(max_examples=60, deadline=None)
+@given(clusters())
+def test_every_pending_job_is_explained(s: ClusterState) -> None:
+    plan = plan_cycle(s, at(1000))
+    assert set(plan.explanations) == {j.id for j in s.pending}
+    for e in plan.explanations.values():
+        assert e.sentence
