@@ -84,6 +84,7 @@ class Replay:
         cycle_s: float | None,
         estimate: bool = False,
         history: bool = True,
+        phase_s: float = 0.0,
     ) -> None:
         self.arrivals = sorted(trace, key=lambda t: (t.job.submitted_at, t.job.id))
         self.runtime = {t.job.id: t.runtime_s for t in trace}
@@ -91,6 +92,7 @@ class Replay:
         self.nodes = {n.name: n for n in nodes}
         self.quotas, self.settings = quotas, settings
         self.cycle_s, self.estimate, self.history = cycle_s, estimate, history
+        self.phase_s = phase_s  # grid offset: ticks at origin + phase + k * cycle_s
         self.pending: dict[JobId, PendingJob] = {}
         self.running: dict[JobId, _Run] = {}
         self.notices: dict[JobId, PreemptionNotice] = {}
@@ -218,8 +220,8 @@ class Replay:
     def _tick(self, at: datetime, origin: datetime) -> datetime:
         if self.cycle_s is None:
             return at
-        k = math.ceil((at - origin).total_seconds() / self.cycle_s - 1e-9)
-        return origin + timedelta(seconds=k * self.cycle_s)
+        k = math.ceil(((at - origin).total_seconds() - self.phase_s) / self.cycle_s - 1e-9)
+        return origin + timedelta(seconds=self.phase_s + k * self.cycle_s)
 
     def run(self, max_cycles: int = 10_000_000) -> ReplayResult:
         if not self.arrivals:
