@@ -9,8 +9,9 @@ cluster is 30 nodes x 20 GPUs (= the summed quota, 600), so a large workload fil
 (39,600 GPU-s arriving in 60 s) exceeds capacity (600 GPUs).
 
 backend "sim": both runs are the discrete-event replay in workloads/queue/replay.py with the same
-policy. "ours" decides on a 50 ms grid offset from the arrivals (the controller batches watch events), "reference" decides at
-every event instant with no delay (the ideal). Decision-loop speed times `plan_cycle` itself.
+policy. "ours" decides on a 50 ms grid offset from the arrivals (the controller batches watch
+events), "reference" decides at every event instant with no delay (the ideal). Decision-loop
+speed times `plan_cycle` itself.
 """
 
 from __future__ import annotations
@@ -76,7 +77,10 @@ def _usage(r: ReplayResult) -> float:
 def run(profile: Profile) -> Iterator[Result]:
     _, klass = trace(profile)
     ideal = replay(profile, None)
-    log(f"B3 ideal: makespan {ideal.makespan_s(T0):.2f} s, {ideal.cycles} cycles, {ideal.preemptions} preempted")
+    log(
+        f"B3 ideal: makespan {ideal.makespan_s(T0):.2f} s, {ideal.cycles} cycles, "
+        f"{ideal.preemptions} preempted"
+    )
     ours = replay(profile, CYCLE_S)
     log(f"B3 ours: makespan {ours.makespan_s(T0):.2f} s, {ours.cycles} cycles, {ours.preemptions} preempted")
 

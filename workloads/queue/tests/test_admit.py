@@ -24,7 +24,9 @@ def test_whole_gpus_on_one_node_best_fit_and_no_double_booking() -> None:
 
 
 def test_gpu_type_must_match() -> None:
-    s = state([job(1, gpus=2, gpu_type="a100")], [node("n1", 8, gpu_type="h200")], [ProjectQuota("a", gpus=8)])
+    s = state(
+        [job(1, gpus=2, gpu_type="a100")], [node("n1", 8, gpu_type="h200")], [ProjectQuota("a", gpus=8)]
+    )
     plan = plan_cycle(s, at(10))
     assert plan.admit == []
     assert plan.explanations[1].code == "unknown_type"
@@ -35,7 +37,9 @@ def test_quota_and_grants() -> None:
     s = state([job(1, gpus=2), job(2, gpus=2)], [node("n1", 8)], [base])
     assert [a.job_id for a in plan_cycle(s, at(10)).admit] == [1]
     grant = Grant(id=7, gpus=2, slices=0, until=at(3600))
-    s2 = state([job(1, gpus=2), job(2, gpus=2)], [node("n1", 8)], [ProjectQuota("a", gpus=2, grants=(grant,))])
+    s2 = state(
+        [job(1, gpus=2), job(2, gpus=2)], [node("n1", 8)], [ProjectQuota("a", gpus=2, grants=(grant,))]
+    )
     assert [a.job_id for a in plan_cycle(s2, at(10)).admit] == [1, 2]
     assert [a.job_id for a in plan_cycle(s2, at(3600)).admit] == [1]  # expired
 
@@ -61,7 +65,8 @@ def test_max_concurrent_jobs() -> None:
     q = ProjectQuota("a", gpus=8, max_concurrent_jobs=1)
     s = state([job(1)], [node("n1", 7)], [q], [running(9, "a", "n1", 1)])
     plan = plan_cycle(s, at(10))
-    assert plan.admit == [] and plan.explanations[1].code == "max_jobs"
+    assert plan.admit == []
+    assert plan.explanations[1].code == "max_jobs"
 
 
 def test_held_never_admitted() -> None:
@@ -87,4 +92,5 @@ def test_expected_start_uses_running_jobs_end() -> None:
               [running(9, "b", "n1", 8, started_at=at(0), max_runtime_s=3600)])  # fmt: skip
     exp = plan_cycle(s, at(10)).explanations[1]
     assert exp.estimated_start == at(0) + timedelta(seconds=3600)
-    assert exp.position_project == 1 and exp.position_global == 1
+    assert exp.position_project == 1
+    assert exp.position_global == 1

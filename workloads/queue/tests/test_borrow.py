@@ -16,7 +16,8 @@ def test_borrower_admitted_over_quota_only_when_preemptible() -> None:
     plan = plan_cycle(state(pending[:1], [node("n1", 8)], QUOTAS), at(10))
     assert [(a.job_id, a.borrowing) for a in plan.admit] == [(1, True)]
     plan2 = plan_cycle(state(pending[1:], [node("n1", 8)], QUOTAS), at(10))
-    assert plan2.admit == [] and plan2.explanations[2].code == "quota"
+    assert plan2.admit == []
+    assert plan2.explanations[2].code == "quota"
     assert "marking it preemptible would start it now on borrowed quota" in plan2.explanations[2].hints
 
 
@@ -24,15 +25,16 @@ def test_lender_gets_notice_then_preemption_after_deadline() -> None:
     borrower = running(1, "borrower", "n1", 8, borrowing=True, preemptible=True, started_at=at(0))
     s = state([job(2, "lender", gpus=4, submitted_at=at(100))], [node("n1", 0)], QUOTAS, [borrower])
     plan = plan_cycle(s, at(100))
-    assert plan.admit == [] and plan.preempt == []
+    assert plan.admit == []
+    assert plan.preempt == []
     assert [(n.job_id, n.for_job, n.deadline) for n in plan.notices] == [(1, 2, at(400))]
     exp = plan.explanations[2]
-    assert exp.code == "reclaiming" and "waiting for 8 borrowed GPUs to be returned (notice ends 12:06)" in (
-        exp.sentence
-    )
+    assert exp.code == "reclaiming"
+    assert "waiting for 8 borrowed GPUs to be returned (notice ends 12:06)" in (exp.sentence)
     assert exp.estimated_start == at(400)
     again = plan_cycle(state(s.pending, s.nodes, QUOTAS, [borrower], notices=tuple(plan.notices)), at(200))
-    assert again.preempt == [] and again.notices == []
+    assert again.preempt == []
+    assert again.notices == []
     due = plan_cycle(state(s.pending, s.nodes, QUOTAS, [borrower], notices=tuple(plan.notices)), at(400))
     assert due.preempt == [1]
 
@@ -60,7 +62,8 @@ def test_replay_borrow_reclaim_and_resume() -> None:
     ]
     r = Replay(trace, [node("n1", 8)], {q.project: q for q in QUOTAS}, Settings(preemption_notice_s=300),
                cycle_s=None).run()  # fmt: skip
-    assert r.preemptions == 1 and r.notices == 1
+    assert r.preemptions == 1
+    assert r.notices == 1
     ms = timedelta(milliseconds=1)
     assert abs(r.started[2] - at(400)) < ms  # lender starts when the notice ends
     assert abs(r.started[1] - at(900)) < ms  # borrower back at the front, resumes after the lender

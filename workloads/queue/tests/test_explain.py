@@ -21,7 +21,8 @@ def test_quota_full_sentence_and_grant_hint() -> None:
     q = ProjectQuota("a", gpus=8)
     s = state([job(1, gpus=2)], [node("n1", 2)], [q], [running(9, "a", "n0", 8)])
     exp = plan_cycle(s, at(10)).explanations[1]
-    assert exp.code == "quota" and "project quota 8/8 GPUs in use" in exp.sentence
+    assert exp.code == "quota"
+    assert "project quota 8/8 GPUs in use" in exp.sentence
     assert exp.numbers == {"used": 8, "limit": 8, "need": 2, "grants": 0}
     assert "a temporary grant of +2 GPUs would start it now" in exp.hints
     grant = Grant(id=1, gpus=2, slices=0, until=at(3600))
@@ -54,7 +55,8 @@ def test_jobs_ahead_with_sizes_and_positions() -> None:
     assert "the first waits because no node has 4 free GPUs" in exp.sentence
     assert (exp.position_project, exp.position_global) == (4, 4)
     assert exp.ahead == ((4, 2), (1, 1))
-    assert exp.estimated_start is not None and exp.estimated_start >= at(3000)
+    assert exp.estimated_start is not None
+    assert exp.estimated_start >= at(3000)
 
 
 def test_any_type_hint() -> None:

@@ -26,28 +26,53 @@ OWNERS = ["alice", "carol", "dave"]
 @st.composite
 def clusters(draw: st.DrawFn) -> ClusterState:
     nodes = [
-        NodeState(f"n{i}", draw(st.sampled_from(["h200", "a100"])), draw(st.integers(0, 8)), 8,
-                  tuple(SharedGpu(k, draw(st.integers(0, 4)), 4) for k in range(draw(st.integers(0, 2)))),
-                  draw(st.booleans()) or i == 0)  # fmt: skip
+        NodeState(
+            f"n{i}",
+            draw(st.sampled_from(["h200", "a100"])),
+            draw(st.integers(0, 8)),
+            8,
+            tuple(SharedGpu(k, draw(st.integers(0, 4)), 4) for k in range(draw(st.integers(0, 2)))),
+            draw(st.booleans()) or i == 0,
+        )
         for i in range(draw(st.integers(1, 4)))
     ]
     quotas = [
-        ProjectQuota(p, draw(st.integers(0, 10)), draw(st.integers(0, 8)), draw(st.integers(1, 6)),
-                     draw(st.sampled_from([{}, {"h200": 3}])),
-                     {"alice": UserCap(draw(st.integers(0, 4)), draw(st.integers(0, 4)), draw(st.integers(1, 4)))},
-                     cohort=draw(st.sampled_from([None, "c1"])))  # fmt: skip
+        ProjectQuota(
+            p,
+            draw(st.integers(0, 10)),
+            draw(st.integers(0, 8)),
+            draw(st.integers(1, 6)),
+            draw(st.sampled_from([{}, {"h200": 3}])),
+            {"alice": UserCap(draw(st.integers(0, 4)), draw(st.integers(0, 4)), draw(st.integers(1, 4)))},
+            cohort=draw(st.sampled_from([None, "c1"])),
+        )
         for p in PROJECTS
     ]
     running = [
-        RunningJob(100 + i, draw(st.sampled_from(PROJECTS)), "bob", "n0", at(-draw(st.integers(1, 999))),
-                   gpus=draw(st.integers(1, 3)), borrowing=draw(st.booleans()), preemptible=True)  # fmt: skip
+        RunningJob(
+            100 + i,
+            draw(st.sampled_from(PROJECTS)),
+            "bob",
+            "n0",
+            at(-draw(st.integers(1, 999))),
+            gpus=draw(st.integers(1, 3)),
+            borrowing=draw(st.booleans()),
+            preemptible=True,
+        )
         for i in range(draw(st.integers(0, 4)))
     ]
     pending = [
-        PendingJob(i, draw(st.sampled_from(PROJECTS)), draw(st.sampled_from(OWNERS)), at(i),
-                   *((draw(st.integers(1, 8)), 0) if draw(st.booleans()) else (0, draw(st.integers(1, 6)))),
-                   gpu_type=draw(st.sampled_from([None, "h200"])), priority=draw(st.integers(0, 2)),
-                   preemptible=draw(st.booleans()), front=draw(st.booleans()))  # fmt: skip
+        PendingJob(
+            i,
+            draw(st.sampled_from(PROJECTS)),
+            draw(st.sampled_from(OWNERS)),
+            at(i),
+            *((draw(st.integers(1, 8)), 0) if draw(st.booleans()) else (0, draw(st.integers(1, 6)))),
+            gpu_type=draw(st.sampled_from([None, "h200"])),
+            priority=draw(st.integers(0, 2)),
+            preemptible=draw(st.booleans()),
+            front=draw(st.booleans()),
+        )
         for i in range(draw(st.integers(0, 14)))
     ]
     return state(pending, nodes, quotas, running)
@@ -60,7 +85,14 @@ def test_cycle_never_exceeds_quota_caps_or_nodes(s: ClusterState) -> None:
     jobs = {j.id: j for j in s.pending}
     node_free = {n.name: n.free_gpus for n in s.nodes}
     slice_free = {(n.name, g.index): g.free_slices for n in s.nodes for g in n.shared}
-    used_g, used_s, nb_g, jobs_n, user, types = Counter(), Counter(), Counter(), Counter(), Counter(), Counter()
+    used_g, used_s, nb_g, jobs_n, user, types = (
+        Counter(),
+        Counter(),
+        Counter(),
+        Counter(),
+        Counter(),
+        Counter(),
+    )
     for r in s.running:
         used_g[r.project] += r.gpus
         jobs_n[r.project] += 1
