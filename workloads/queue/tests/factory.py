@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
@@ -31,8 +32,8 @@ def node(name: str, free: int, total: int = 8, gpu_type: str = "h200", **kw: Any
 
 
 def state(
-    pending: list[PendingJob],
-    nodes: list[NodeState],
+    pending: Sequence[PendingJob],
+    nodes: Sequence[NodeState],
     quotas: list[ProjectQuota],
     running_jobs: list[RunningJob] | None = None,
     **kw: Any,

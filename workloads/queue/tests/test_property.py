@@ -85,14 +85,12 @@ def test_cycle_never_exceeds_quota_caps_or_nodes(s: ClusterState) -> None:
     jobs = {j.id: j for j in s.pending}
     node_free = {n.name: n.free_gpus for n in s.nodes}
     slice_free = {(n.name, g.index): g.free_slices for n in s.nodes for g in n.shared}
-    used_g, used_s, nb_g, jobs_n, user, types = (
-        Counter(),
-        Counter(),
-        Counter(),
-        Counter(),
-        Counter(),
-        Counter(),
-    )
+    used_g: Counter[str] = Counter()
+    used_s: Counter[str] = Counter()
+    nb_g: Counter[str] = Counter()
+    jobs_n: Counter[str] = Counter()
+    user: Counter[tuple[str, str, str]] = Counter()
+    types: Counter[tuple[str, str]] = Counter()
     for r in s.running:
         used_g[r.project] += r.gpus
         jobs_n[r.project] += 1
