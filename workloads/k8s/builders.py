@@ -31,13 +31,13 @@ def job_labels(job: Job) -> dict[str, str]:
 
 
 def _resources(job: Job) -> JSON:
+    """Requests equal limits (Guaranteed QoS), so no LimitRange default can undercut a request."""
     requests = {"cpu": f"{job.cpu_millicores}m", "memory": f"{job.memory_mib}Mi"}
-    limits = {"memory": f"{job.memory_mib}Mi"}
     if job.gpus:
-        requests[GPU] = limits[GPU] = str(job.gpus)
+        requests[GPU] = str(job.gpus)
     elif job.mps_slices:
-        requests[GPU_SHARED] = limits[GPU_SHARED] = str(job.mps_slices)
-    return {"requests": requests, "limits": limits}
+        requests[GPU_SHARED] = str(job.mps_slices)
+    return {"requests": requests, "limits": dict(requests)}
 
 
 def _container_security() -> JSON:

@@ -82,7 +82,7 @@ def test_build_job_renders_the_restricted_suspended_job() -> None:
                             "env": [{"name": "EPOCHS", "value": "3"}],
                             "resources": {
                                 "requests": {"cpu": "2000m", "memory": "8192Mi", "nvidia.com/gpu": "2"},
-                                "limits": {"memory": "8192Mi", "nvidia.com/gpu": "2"},
+                                "limits": {"cpu": "2000m", "memory": "8192Mi", "nvidia.com/gpu": "2"},
                             },
                             "securityContext": SECURITY,
                         }
@@ -98,7 +98,7 @@ def test_mps_slices_become_shared_gpu_requests_equal_to_limits() -> None:
     pod = manifest["spec"]["template"]["spec"]
     assert pod["containers"][0]["resources"] == {
         "requests": {"cpu": "2000m", "memory": "8192Mi", "nvidia.com/gpu.shared": "3"},
-        "limits": {"memory": "8192Mi", "nvidia.com/gpu.shared": "3"},
+        "limits": {"cpu": "2000m", "memory": "8192Mi", "nvidia.com/gpu.shared": "3"},
     }
     assert "nodeSelector" not in pod
 

@@ -158,8 +158,9 @@ def capture_log(job: Job, client: KubeClient) -> None:
         try:
             data = client.read_bytes(paths.pod_log(job.namespace, job.pod_name), {"container": "main"})
         except K8sError as exc:
-            if exc.status not in (400, 404):
-                raise
+            if exc.status not in (400, 404):  # the node may be back later: the sweep retries
+                log.warning("log of %s not readable yet: %s", job, exc)
+                return
             data = b""
         limit = app_settings.log_tail_bytes()
         truncated = len(data) > limit

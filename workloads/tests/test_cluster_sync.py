@@ -1,0 +1,77 @@
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from tests.fixtures.personas import World
+from workloads import services
+from workloads.cluster_sync import event_projection, jobs_needing_reconcile, k8s_event_record, orphans_report
+from workloads.controller import WATCH_SPECS, _SeenVersions
+from workloads.models import OrphanReport
+from workloads.tests.conftest import IMAGE
+
+
+def event(name: str, uid: str = "e1", count: int = 1) -> dict[str, Any]:
+    return {
+        "metadata": {"uid": uid, "namespace": "gp-alpha", "creationTimestamp": "2026-11-30T10:00:00Z"},
+        "involvedObject": {"kind": "Pod", "name": name},
+        "reason": "Scheduled",
+        "message": "assigned to gpu-node-0",
+        "type": "Normal",
+        "count": count,
+        "lastTimestamp": "2026-11-30T10:00:01Z",
+    }
+
+
+def test_event_projection_keeps_only_job_objects() -> None:
+    uid = "12345678-1234-5678-1234-567812345678"
+    assert event_projection(event(f"job-{uid}-abcde"))["job_uid"] == uid  # type: ignore[index]
+    assert event_projection(event("someone-else")) is None
+
+
+@pytest.mark.django_db
+def test_k8s_events_are_upserted_by_uid(jobs_world: World) -> None:
+    job = services.job_submit(actor=jobs_world.member, project=jobs_world.alpha, data={"image": IMAGE})
+    for count in (1, 3):
+        projected = event_projection(event(f"job-{job.uid}-x1y2z", count=count))
+        assert projected is not None
+        k8s_event_record(event=projected)
+    rows = list(job.events.filter(kind="k8s"))
+    assert [(r.reason, r.count, r.object_ref) for r in rows] == [("Scheduled", 3, f"Pod/job-{job.uid}-x1y2z")]
+
+
+@pytest.mark.django_db
+def test_orphans_are_recorded_once(jobs_world: World) -> None:
+    job = services.job_submit(actor=jobs_world.member, project=jobs_world.alpha, data={"image": IMAGE})
+    ours = {
+        "metadata": {
+            "namespace": "gp-alpha",
+            "name": job.k8s_name,
+            "labels": {"gpuportal.dev/job-uid": str(job.uid)},
+        }
+    }
+    stray = {
+        "metadata": {"namespace": "gp-alpha", "name": "job-x", "labels": {"gpuportal.dev/job-uid": "nope"}}
+    }
+    orphans_report(cluster_jobs=[ours, stray])
+    orphans_report(cluster_jobs=[ours, stray])
+    assert list(OrphanReport.objects.values_list("name", flat=True)) == ["job-x"]
+    assert jobs_needing_reconcile() == [job.pk]
+
+
+def test_relist_enqueues_only_changed_or_vanished() -> None:
+    seen = _SeenVersions()
+
+    def obj(uid: str, rv: str) -> dict[str, Any]:
+        return {"metadata": {"resourceVersion": rv, "labels": {"gpuportal.dev/job-uid": uid}}}
+
+    assert sorted(seen.changed([obj("a", "1"), obj("b", "1")])) == ["a", "b"]
+    assert seen.changed([obj("a", "1"), obj("b", "2")]) == ["b"]
+    assert seen.changed([obj("a", "1")]) == ["b"]
+
+
+def test_watch_specs_are_factories_another_app_can_extend() -> None:
+    specs = [factory() for factory in WATCH_SPECS]
+    assert [s.name for s in specs][:3] == ["jobs", "pods", "events"]
+    assert specs[0].label_selector == "app.kubernetes.io/managed-by=gpu-portal"

@@ -1,0 +1,60 @@
+"""The watch loop against a scripted client: resume from the list's version, relist on 410."""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Iterator
+from typing import Any
+
+import orjson
+import pytest
+
+from workloads.k8s.errors import K8sGoneError
+from workloads.k8s.watch import Watcher, WatchSpec
+
+
+class Scripted:
+    def __init__(self, streams: list[Any]) -> None:
+        self.streams = streams
+        self.lists = 0
+        self.watch_versions: list[str] = []
+
+    def list_raw(self, path: str, query: dict[str, str] | None = None) -> bytes:
+        self.lists += 1
+        items = [{"metadata": {"name": f"p{self.lists}", "resourceVersion": "5"}}]
+        return orjson.dumps({"items": items, "metadata": {"resourceVersion": str(10 * self.lists)}})
+
+    def stream(self, path: str, query: dict[str, str] | None = None, timeout: float = 0) -> Iterator[bytes]:
+        self.watch_versions.append((query or {}).get("resourceVersion", ""))
+        step = self.streams.pop(0) if self.streams else []
+        if isinstance(step, Exception):
+            raise step
+        return iter(orjson.dumps(e) for e in step)
+
+
+def test_it_resumes_from_the_last_version_and_relists_on_410() -> None:
+    added = {"type": "ADDED", "object": {"metadata": {"name": "x", "resourceVersion": "11"}}}
+    bookmark = {"type": "BOOKMARK", "object": {"metadata": {"resourceVersion": "15"}}}
+    gone = {"type": "ERROR", "object": {"code": 410, "message": "too old"}}
+    client = Scripted([[added, bookmark], [gone], []])
+    events: list[tuple[str, str]] = []
+    relists: list[int] = []
+    spec = WatchSpec(
+        "pods",
+        "/api/v1/pods",
+        None,
+        lambda k, o: events.append((k, o["metadata"]["name"])),
+        lambda items: relists.append(len(items)),
+    )
+    watcher = Watcher(client=client, spec=spec, min_relist_interval_s=0)  # type: ignore[arg-type]
+    stop = threading.Event()
+    watcher.step(stop)
+    assert client.watch_versions == ["10"]
+    with pytest.raises(K8sGoneError):
+        watcher.step(stop)
+    assert client.watch_versions == ["10", "15"]
+    watcher.resource_version = None
+    watcher.step(stop)
+    assert client.watch_versions == ["10", "15", "20"]  # the new list's version, never an object's
+    assert events == [("ADDED", "x")]
+    assert relists == [1, 1]
