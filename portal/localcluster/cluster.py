@@ -114,7 +114,7 @@ def wait_api_ready(api: KubeApi, timeout: float = 120.0) -> None:
     last: Exception | None = None
     while time.monotonic() < deadline:
         try:
-            api.get("/readyz")
+            api.raw("GET", "/readyz")
             api.get("/api/v1/namespaces/default/serviceaccounts/default")
             return
         except (OSError, KubeApiError) as exc:

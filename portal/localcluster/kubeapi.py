@@ -68,9 +68,8 @@ class KubeApi:
             self._local.conn = conn
         return conn
 
-    def request(self, method: str, path: str, body: JSON | None = None, content_type: str = "") -> JSON:
+    def raw(self, method: str, path: str, payload: bytes | None = None, content_type: str = "") -> bytes:
         headers = {"Accept": "application/json"}
-        payload = None if body is None else orjson.dumps(body)
         if payload is not None:
             headers["Content-Type"] = content_type or "application/json"
         try:
@@ -81,6 +80,10 @@ class KubeApi:
             status, data = self._send(method, path, payload, headers)
         if status >= 300:
             raise KubeApiError(status, data.decode(errors="replace"))
+        return data
+
+    def request(self, method: str, path: str, body: JSON | None = None, content_type: str = "") -> JSON:
+        data = self.raw(method, path, None if body is None else orjson.dumps(body), content_type)
         return orjson.loads(data) if data else {}
 
     def _send(
