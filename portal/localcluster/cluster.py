@@ -9,10 +9,14 @@ and records their pids under $KWOK_WORKDIR/clusters/<name>/pids. Stopping always
 from __future__ import annotations
 
 import contextlib
+import fcntl
 import os
+import shutil
 import signal
 import subprocess
+import tempfile
 import time
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -151,6 +155,31 @@ def load_handle(name: str = DEFAULT_NAME, run_dir: Path | None = None) -> Cluste
     )
 
 
+@contextlib.contextmanager
+def _creation_lock() -> Iterator[None]:
+    """Serialise cluster creation machine-wide.
+
+    kwokctl picks "unused" ports by probing, and the kwok controller binds its port only after a
+    few seconds, so two concurrent creates can pick the same port and one kwok dies at bind.
+    The lock lives in /tmp, not the run dir, because sessions may use different run dirs.
+    """
+    with Path(tempfile.gettempdir(), "gpuportal-localcluster-create.lock").open("wb") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        yield
+
+
+def _dead_components(workdir: Path) -> str:
+    dead = [name for name, pid in read_pids(workdir).items() if not _alive(pid)]
+    if not dead:
+        return ""
+    tails = [f"{n}: {_log_tail(workdir / 'logs' / f'{n}.log')}" for n in dead]
+    return "; dead components: " + " | ".join(tails)
+
+
+def _log_tail(path: Path) -> str:
+    return path.read_text(errors="replace")[-500:] if path.is_file() else "(no log)"
+
+
 def start_cluster(
     name: str = DEFAULT_NAME,
     nodes: int = 2,
@@ -166,34 +195,32 @@ def start_cluster(
     cdir.mkdir(parents=True, exist_ok=True)
     config = write_config(cdir / "kwokctl.yaml", bin_dir=bin_dir)
     kubeconfig = cdir / "kubeconfig"
+    create = ["create", "cluster", "--name", name, "--config", str(config), "--kubeconfig", str(kubeconfig)]
     t0 = time.monotonic()
-    _kwokctl(
-        rd,
-        bin_dir,
-        "create",
-        "cluster",
-        "--name",
-        name,
-        "--config",
-        str(config),
-        "--kubeconfig",
-        str(kubeconfig),
-        "--wait",
-        f"{int(timeout)}s",
-        timeout=timeout + 60,
-    )
-    api = KubeApi(kubeconfig)
-    try:
-        wait_api_ready(api, timeout)
+    # Held until the nodes are Ready, i.e. until every component has bound its port.
+    with _creation_lock():
+        _kwokctl(rd, bin_dir, *create, "--wait", f"{int(timeout)}s", timeout=timeout + 60)
         t1 = time.monotonic()
-        names = create_nodes(api, nodes, node_spec)
-        wait_nodes_ready(api, names, timeout)
-    finally:
-        api.close()
+        names = _add_nodes(kubeconfig, nodes, node_spec, timeout, kwok_workdir(rd) / "clusters" / name)
     timings = {"start_s": round(t1 - t0, 2), "nodes_ready_s": round(time.monotonic() - t1, 2)}
     handle = ClusterHandle(name, kubeconfig, rd, bin_dir, names, timings)
     save_handle(handle)
     return handle
+
+
+def _add_nodes(
+    kubeconfig: Path, count: int, spec: GpuNodeSpec | None, timeout: float, workdir: Path
+) -> list[str]:
+    api = KubeApi(kubeconfig)
+    try:
+        wait_api_ready(api, timeout)
+        names = create_nodes(api, count, spec)
+        wait_nodes_ready(api, names, timeout)
+        return names
+    except TimeoutError as exc:
+        raise TimeoutError(f"{exc}{_dead_components(workdir)}") from exc
+    finally:
+        api.close()
 
 
 def create_gpu_nodes(
@@ -226,5 +253,7 @@ def stop_cluster(name: str = DEFAULT_NAME, run_dir: Path | None = None) -> list[
     survivors = [pid for pid in pids.values() if _alive(pid) and _is_ours(pid)]
     for pid in survivors:
         os.kill(pid, signal.SIGKILL)
-    (cluster_dir(rd, name) / "cluster.json").unlink(missing_ok=True)
+    # Our own per-run files (config, kubeconfig, handle) go too: a stale kubeconfig would point
+    # the next client at a dead port.
+    shutil.rmtree(cluster_dir(rd, name), ignore_errors=True)
     return survivors
