@@ -36,8 +36,8 @@ Obj = dict[str, Any]
 def _publish(task: Any, *args: Any) -> None:
     try:
         task.apply_async(args, retry_policy={"max_retries": 0})
-    except Exception:
-        log.warning("publish of %s failed (broker down?)", task.name)
+    except Exception as exc:  # the sweep and the outbox repair a lost publish
+        log.warning("publish of %s failed (broker down?): %r", task.name, exc)
 
 
 class _SeenVersions:

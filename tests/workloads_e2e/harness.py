@@ -27,11 +27,10 @@ def use_broker(url: str) -> Iterator[None]:
 
 
 def _reset_pool() -> None:
-    """Drop pooled broker connections so the next publish connects to the new URL."""
-    pool: Any = app.pool
-    pool.force_close_all()
+    """Forget pooled broker connections (not closing them) so the next publish uses the new URL."""
     app_any: Any = app
     app_any._pool = None
+    app_any.amqp._producer_pool = None
 
 
 @contextlib.contextmanager

@@ -7,8 +7,10 @@ A private Redis (own port, own directory) keeps the outage drill from touching o
 
 from __future__ import annotations
 
+import contextlib
 import os
 import shutil
+import signal
 import socket
 import subprocess
 import sys
@@ -119,10 +121,12 @@ def start_worker(env: dict[str, str], log: Path, name: str, concurrency: int = 2
             env=env,
             stdout=out,
             stderr=subprocess.STDOUT,
+            start_new_session=True,
         )
 
 
 def stop_process(proc: subprocess.Popen[bytes]) -> None:
+    """Stop a process we started and its children (its own session, so its own process group)."""
     if proc.poll() is None:
         proc.terminate()
         try:
@@ -130,3 +134,5 @@ def stop_process(proc: subprocess.Popen[bytes]) -> None:
         except subprocess.TimeoutExpired:
             proc.kill()
             proc.wait(timeout=10)
+    with contextlib.suppress(ProcessLookupError, PermissionError):
+        os.killpg(proc.pid, signal.SIGKILL)  # orphaned pool children would keep database sessions open

@@ -55,6 +55,7 @@ def portal_server(k8s_cluster: ClusterHandle, tmp_path: Path) -> Iterator[str]:
             env=env,
             stdout=log,
             stderr=subprocess.STDOUT,
+            start_new_session=True,
         )
     try:
         wait_for(lambda: _answers(port), 60, "daphne up")

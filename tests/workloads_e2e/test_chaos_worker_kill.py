@@ -70,7 +70,7 @@ def _assert_db_equals_cluster(kube: RealKubeClient, namespace: str) -> None:
 
 
 def test_worker_kills_lose_and_duplicate_nothing(
-    world: World, k8s_cluster: ClusterHandle, tmp_path: Path
+    world: World, kube: RealKubeClient, k8s_cluster: ClusterHandle, tmp_path: Path
 ) -> None:
     from workloads.tests.conftest import allow_images
 
@@ -91,7 +91,6 @@ def test_worker_kills_lose_and_duplicate_nothing(
         fault_dir=faults,
     )
     workers = [start_worker(env, tmp_path / f"w{i}.log", f"w{i}") for i in range(2)]
-    kube = RealKubeClient()
     try:
         with use_broker(redis.url), running_controller(kube):
             jobs = _submit_all(world, rng, 50)

@@ -49,7 +49,9 @@ def _all_succeeded() -> bool:
     return set(Job.objects.values_list("state", flat=True)) == {JobState.SUCCEEDED}
 
 
-def test_submissions_survive_a_redis_outage(world: World, k8s_cluster: ClusterHandle, tmp_path: Path) -> None:
+def test_submissions_survive_a_redis_outage(
+    world: World, kube: RealKubeClient, k8s_cluster: ClusterHandle, tmp_path: Path
+) -> None:
     allow_images(world.alpha)
     world.alpha.quota.max_concurrent_jobs = 40
     world.alpha.quota.save()
@@ -62,7 +64,6 @@ def test_submissions_survive_a_redis_outage(world: World, k8s_cluster: ClusterHa
         prefix=settings.GPUPORTAL_NAMESPACE_PREFIX,
     )
     worker = start_worker(env, tmp_path / "worker.log", "outage")
-    kube = RealKubeClient()
     try:
         with use_broker(redis.url), running_controller(kube):
             before = _submit(client, 5)
