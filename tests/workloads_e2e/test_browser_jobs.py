@@ -11,11 +11,13 @@ import subprocess
 import sys
 import time
 from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import pytest
 from channels.layers import channel_layers
 from django.conf import settings
+from django.db import connections
 from django.test import Client, override_settings
 
 from portal.localcluster import ClusterHandle
@@ -79,17 +81,32 @@ def _answers(port: int) -> bool:
 
 
 def _drive_until(job: Job, state: str, timeout: float = 90) -> None:
+    """Controller + worker, inline, on a plain thread: broadcasts must leave Playwright's loop thread."""
+
     def step() -> bool:
         admission_pass()
         reconcile_job(job.pk)
         job.refresh_from_db()
         return job.state == state
 
-    wait_for(step, timeout, f"job {state}", every=1.0)
+    def drive() -> None:
+        try:
+            wait_for(step, timeout, f"job {state}", every=1.0)
+        finally:
+            connections.close_all()
+
+    with ThreadPoolExecutor(max_workers=1) as pool:
+        pool.submit(drive).result()
 
 
-def test_submit_watch_live_and_read_logs(world: World, kube: object, portal_server: str) -> None:
+def test_submit_watch_live_and_read_logs(
+    world: World, kube: object, portal_server: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
     from playwright.sync_api import expect, sync_playwright
+
+    # Playwright's sync API runs an event loop in this thread; the ORM calls below are ordinary
+    # blocking calls between browser steps, so Django's async-context guard is relaxed here only.
+    monkeypatch.setenv("DJANGO_ALLOW_ASYNC_UNSAFE", "true")
 
     allow_images(world.alpha)
     client = Client()
@@ -104,11 +121,11 @@ def test_submit_watch_live_and_read_logs(world: World, kube: object, portal_serv
         page.fill("#id_image", "docker.io/library/ubuntu:24.04")
         page.fill("#id_cpu_millicores", "100")
         page.fill("#id_memory_mib", "64")
-        page.click("button[type=submit]")
+        page.click("#submit-job")
         expect(page.locator('[data-error-for="image"]')).to_contain_text("allow-list")
         page.fill("#id_image", IMAGE)
         page.fill("#id_sim_run_seconds", "3")
-        page.click("button[type=submit]")
+        page.click("#submit-job")
         page.wait_for_url("**/jobs/*-*/")
         job = Job.objects.get()
         state = page.locator('[data-job] [data-field="state"]')
