@@ -14,6 +14,7 @@ Protocol (Kubernetes API concepts, "Efficient detection of changes"):
 
 from __future__ import annotations
 
+import gc
 import logging
 import random
 import threading
@@ -38,6 +39,9 @@ class WatchSpec:
     label_selector: str | None
     on_event: Callable[[str, Obj], None]  # (ADDED|MODIFIED|DELETED, raw object dict)
     on_relist: Callable[[list[Obj]], None] | None = None  # full list after (re)list
+    # Optional: shrink each object as soon as it is decoded (keeps a 20k-pod relist small).
+    transform: Callable[[Obj], Obj] | None = None
+    page_size: int = 500
 
 
 @dataclass
@@ -77,11 +81,31 @@ class Watcher:
     def _query(self) -> dict[str, str]:
         return {"labelSelector": self.spec.label_selector} if self.spec.label_selector else {}
 
+    def _shrink(self, obj: Obj) -> Obj:
+        (obj.get("metadata") or {}).pop("managedFields", None)  # the bulk of most objects; nobody reads it
+        return self.spec.transform(obj) if self.spec.transform is not None else obj
+
+    def _list_pages(self) -> tuple[list[Obj], str]:
+        """All items, page by page (one consistent snapshot), and the list's resourceVersion."""
+        items: list[Obj] = []
+        query, version = {**self._query(), "limit": str(self.spec.page_size)}, ""
+        while True:
+            gc.freeze()  # big decodes: keep the collector from scanning what it cannot free
+            try:
+                page = orjson.loads(self.client.list_raw(self.spec.path, query))
+            finally:
+                gc.unfreeze()
+            items.extend(self._shrink(item) for item in page.get("items") or [])
+            meta = page.get("metadata") or {}
+            version = version or str(meta.get("resourceVersion", ""))
+            if not meta.get("continue"):
+                return items, version
+            query["continue"] = meta["continue"]
+
     def relist(self) -> str:
-        """LIST once, deliver, and return the list's resourceVersion."""
+        """LIST (paged), deliver, and return the list's resourceVersion."""
         started = time.monotonic()
-        body = orjson.loads(self.client.list_raw(self.spec.path, self._query()))
-        items: list[Obj] = body.get("items") or []
+        items, version = self._list_pages()
         if self.spec.on_relist is not None:
             self.spec.on_relist(items)
         else:
@@ -91,8 +115,7 @@ class Watcher:
         self.stats.last_relist_s = time.monotonic() - started
         self.stats.relist_times.append(time.time())
         self._listed_at = time.monotonic()
-        rv: str = body.get("metadata", {}).get("resourceVersion", "")
-        return rv
+        return version
 
     def _handle_line(self, line: bytes) -> None:
         event = orjson.loads(line)
@@ -105,7 +128,7 @@ class Watcher:
         rv = obj.get("metadata", {}).get("resourceVersion")
         if kind != "BOOKMARK":
             self.stats.events += 1
-            self.spec.on_event(str(kind), obj)
+            self.spec.on_event(str(kind), self._shrink(obj))
         if rv:
             self.resource_version = rv
 
