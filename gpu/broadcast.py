@@ -2,10 +2,10 @@
 
 Concurrency story: `publish()` is called from sync code (the ingest view in a worker thread, Celery
 tasks, admin actions) and must never wait on Redis. It hands the message to one daemon thread per
-process that owns an event loop; there a `Coalescer` throttles per group and message type
-(leading edge: the first message after a quiet interval goes out at once, later ones within the
-interval are merged, newest frame per GPU wins, and sent when it ends). So a group gets at most one
-frame per interval from each process, and consumers coalesce again per socket. Delivery is
+process that owns an event loop; there a `Coalescer` throttles per group and message type (a
+token bucket: a message goes out at once when a token is there, later ones are merged, newest frame
+per GPU wins, and sent when the next token comes). So a group gets at most about one frame per
+interval from each process, and consumers coalesce again per socket. Delivery is
 at-most-once like every channel layer: pages resync from the database on (re)connect.
 """
 
@@ -59,27 +59,40 @@ def merge(old: GroupMessage | None, new: GroupMessage) -> GroupMessage:
 
 
 class Coalescer:
-    """A per-key leading-edge throttle on an asyncio loop (used here and by the consumers)."""
+    """A per-key throttle on an asyncio loop (used here and by the consumers): a token bucket.
+
+    Tokens come at one per `interval` and the bucket holds BURST of them, so the long-run rate is at
+    most one frame per interval while a 1 Hz producer's jitter (a batch 50 ms early) passes without
+    waiting; a plain "1 s since the last send" throttle would hold such a frame for almost a second.
+    Messages offered while waiting are merged (newest frame per GPU wins) and go out together.
+    """
+
+    BURST = 1.5
 
     def __init__(self, interval: float, send: Sender, loop: asyncio.AbstractEventLoop) -> None:
         self.interval, self.send, self.loop = interval, send, loop
         self._pending: dict[tuple[str, str], GroupMessage] = {}
-        self._last: dict[tuple[str, str], float] = {}
+        self._bucket: dict[tuple[str, str], tuple[float, float]] = {}  # slot -> (tokens, at)
         self._tasks: set[asyncio.Task[None]] = set()
+
+    def _tokens(self, slot: tuple[str, str]) -> float:
+        now = self.loop.time()
+        tokens, at = self._bucket.get(slot, (self.BURST, now))
+        return min(self.BURST, tokens + (now - at) / self.interval) if self.interval > 0 else self.BURST
 
     def offer(self, key: str, message: GroupMessage) -> None:
         slot = (key, message["type"])
         scheduled = slot in self._pending
         self._pending[slot] = merge(self._pending.get(slot), message)
         if not scheduled:
-            due = self._last.get(slot, float("-inf")) + self.interval
-            self.loop.call_later(max(0.0, due - self.loop.time()), self._fire, slot)
+            wait = max(0.0, (1.0 - self._tokens(slot)) * self.interval)
+            self.loop.call_later(wait, self._fire, slot)
 
     def _fire(self, slot: tuple[str, str]) -> None:
         message = self._pending.pop(slot, None)
         if message is None:
             return
-        self._last[slot] = self.loop.time()
+        self._bucket[slot] = (max(0.0, self._tokens(slot) - 1.0), self.loop.time())
         task = self.loop.create_task(self.send(slot[0], message))
         self._tasks.add(task)
         task.add_done_callback(self._tasks.discard)

@@ -38,7 +38,9 @@ class LiveGpuConsumer(AsyncJsonWebsocketConsumer):
             await self.close(code=CLOSE_UNAUTHORISED)
             return
         self.user = user
-        self.namespaces = await database_sync_to_async(selectors.user_namespaces)(user=user)
+        self.namespaces = await database_sync_to_async(selectors.user_namespaces, thread_sensitive=False)(
+            user=user
+        )
         group = await self.authorise()
         if group is None:
             await self.close(code=CLOSE_UNAUTHORISED)
@@ -47,7 +49,9 @@ class LiveGpuConsumer(AsyncJsonWebsocketConsumer):
         self.out = broadcast.Coalescer(app_settings.push_interval_s(), self._emit, asyncio.get_running_loop())
         await self.channel_layer.group_add(self.group, self.channel_name)
         await self.accept()
-        for message in await database_sync_to_async(self.snapshot)():
+        # Not thread-sensitive: snapshots of many sockets connecting at once run in parallel instead of
+        # queueing on the one shared sync thread (they only read, each thread has its own connection).
+        for message in await database_sync_to_async(self.snapshot, thread_sensitive=False)():
             await self._emit("snapshot", message)
 
     async def disconnect(self, code: int) -> None:

@@ -56,7 +56,8 @@ def next_health(current: str, observed: GpuHealth | None) -> str:
     return observed if SEVERITY[observed] > SEVERITY[GpuHealth(current)] else current
 
 
-def _update_gpu(gpu: Gpu, s: Sample, observed: GpuHealth | None, events: list[GpuEvent]) -> None:
+def _update_gpu(gpu: Gpu, s: Sample, observed: GpuHealth | None, events: list[GpuEvent]) -> bool:
+    """Save health/ECC changes at once; return True when only `last_seen` is due (batched by caller)."""
     fields = []
     health = next_health(gpu.health, observed)
     if health != gpu.health:
@@ -68,24 +69,32 @@ def _update_gpu(gpu: Gpu, s: Sample, observed: GpuHealth | None, events: list[Gp
     if (s.values["ecc_sbe"], s.values["ecc_dbe"]) != (gpu.ecc_sbe, gpu.ecc_dbe):
         gpu.ecc_sbe, gpu.ecc_dbe = s.values["ecc_sbe"], s.values["ecc_dbe"]
         fields += ["ecc_sbe", "ecc_dbe"]
-    if gpu.last_seen is None or s.ts - gpu.last_seen >= LAST_SEEN_EVERY or fields:
+    due = gpu.last_seen is None or s.ts - gpu.last_seen >= LAST_SEEN_EVERY
+    if due or fields:
         gpu.last_seen = max(s.ts, gpu.last_seen) if gpu.last_seen else s.ts
-        fields.append("last_seen")
     if fields:
-        gpu.save(update_fields=fields)
+        gpu.save(update_fields=[*fields, "last_seen"])
+        return False
+    return due
 
 
 def record(
     *, node: Node, gpus: dict[str, Gpu], samples: list[Sample], latest: dict[str, Sample], now: datetime
 ) -> None:
     events, critical = _xid_events(gpus, samples)
+    seen: list[Gpu] = []
     for uuid, s in latest.items():
         gpu = gpus[uuid]
         ecc, observed = _ecc_events(gpu, s)
         events += ecc
         if uuid in critical:
             observed = GpuHealth.UNHEALTHY
-        _update_gpu(gpu, s, observed, events)
+        if _update_gpu(gpu, s, observed, events):
+            seen.append(gpu)
+    if seen:  # one UPDATE for all GPUs whose last_seen is due (they reported in the same batch)
+        Gpu.objects.filter(pk__in=[g.pk for g in seen]).update(
+            last_seen=max(g.last_seen for g in seen if g.last_seen)
+        )
     if events:
         GpuEvent.objects.bulk_create(events, ignore_conflicts=True)
     if node.last_seen is None or now - node.last_seen >= LAST_SEEN_EVERY:

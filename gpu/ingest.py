@@ -208,7 +208,7 @@ def ingest_batch(*, token: NodeToken, raw: Any) -> IngestResult:
     if node_name != node.name:
         raise PermissionDenied("This token belongs to another node.")
     unique = list({(s.uuid, s.ts): s for s in samples}.values())
-    with transaction.atomic():
+    with transaction.atomic(savepoint=False):
         gpus = _resolve_gpus(node, unique)
         accepted = store().write([_row(gpus[s.uuid].pk, s) for s in unique])
         latest = _latest(unique)

@@ -84,7 +84,9 @@ async def test_a_user_sees_full_detail_only_for_gpus_running_their_projects(
     await communicator.disconnect()
 
 
-async def test_frames_are_coalesced_to_one_per_second(world: World, cluster: tuple[Node, list[Gpu]]) -> None:
+async def test_a_burst_is_coalesced_to_one_frame_per_second(
+    world: World, cluster: tuple[Node, list[Gpu]]
+) -> None:
     node, gpus = cluster
     communicator, connected = await connect("/ws/nodes/gpu-node-7/", world.admin)
     assert connected
@@ -95,8 +97,8 @@ async def test_frames_are_coalesced_to_one_per_second(world: World, cluster: tup
     first = await receive_type(communicator, "gpu.samples")
     t_first = time.monotonic()
     second = await receive_type(communicator, "gpu.samples")
-    assert time.monotonic() - t_first >= 0.8
+    assert time.monotonic() - t_first >= 0.25  # half a token of slack, then one frame per second
     assert first["gpus"][gpus[0].uuid]["util_gpu"] == 10
-    assert second["gpus"][gpus[0].uuid]["util_gpu"] == 40
+    assert second["gpus"][gpus[0].uuid]["util_gpu"] == 40  # 20 and 30 were merged away
     assert await communicator.receive_nothing(timeout=1.2)
     await communicator.disconnect()
