@@ -90,7 +90,7 @@ def sync(client: Any) -> tuple[int, int]:
 
     for path in ("/api/v1/nodes", "/api/v1/pods"):
         spec = WatchSpec(path, path, None, lambda kind, obj: None, keep, transform=_projection)
-        Watcher(client=counter, spec=spec).relist()
+        Watcher(client=counter, spec=spec).relist()  # type: ignore[arg-type]
     return len(kept), counter.bytes
 
 
@@ -171,6 +171,8 @@ def run(profile: Profile) -> Iterable[Result]:
         kubectl_wall, kubectl_cpu = measure(kubectl, handle.kubeconfig, runs)
         official_wall, official_cpu = measure(official, handle.kubeconfig, runs)
         peak, body = peak_heap(handle.kubeconfig)
+        for ns in sorted({f"b-ns-{i % namespaces}" for i in range(pods)}):
+            api.delete(f"/api/v1/namespaces/{ns}")
     log(
         f"wall ours {ours_wall:.3f} kubectl {kubectl_wall:.3f} official {official_wall:.3f}; "
         f"cpu ours {ours_cpu:.3f} kubectl {kubectl_cpu:.3f} official {official_cpu:.3f}"

@@ -13,6 +13,7 @@ import os
 import subprocess
 import threading
 import time
+import uuid
 from collections.abc import Iterable
 from typing import Any
 
@@ -101,7 +102,7 @@ def one_rate(handle: Any, rate: int, seconds: int, dsn: str) -> dict[str, float]
     from workloads.k8s.client import RealKubeClient
     from workloads.k8s.watch import Watcher, WatchSpec
 
-    api, ns = KubeApi(handle.kubeconfig), f"b2-{rate}"
+    api, ns = KubeApi(handle.kubeconfig), f"b2-{rate}-{uuid.uuid4().hex[:6]}"
     api.create("/api/v1/namespaces", {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": ns}})
     sink, stop = DbSink(dsn), threading.Event()
     arrivals: dict[str, float] = {}
@@ -121,6 +122,7 @@ def one_rate(handle: Any, rate: int, seconds: int, dsn: str) -> dict[str, float]
     relist_start = time.perf_counter()
     watcher.relist()
     relist_s = time.perf_counter() - relist_start
+    api.delete(f"/api/v1/namespaces/{ns}")
     ours, ref, poll = lags(created, sink.seen), lags(created, arrivals), lags(created, polled)
     log(
         f"rate {rate}/s: ours p50 {percentile(ours, 50):.3f} p99 {percentile(ours, 99):.3f}; kubectl p99 "

@@ -36,7 +36,7 @@ LIMITS = SpecLimits(
 names = st.from_regex(r"[A-Z_][A-Z0-9_]{0,20}", fullmatch=True).filter(
     lambda n: not n.startswith(("KUBERNETES_", "NVIDIA_", "CUDA_"))
 )
-text = st.text(st.characters(blacklist_categories=("Cs",), blacklist_characters="\x00"), max_size=40)
+text = st.text(st.characters(exclude_categories=["Cs"], exclude_characters="\x00"), max_size=40)
 gpu_part = st.one_of(
     st.fixed_dictionaries(
         {"gpus": st.integers(0, 8)},
