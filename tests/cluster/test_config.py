@@ -19,7 +19,8 @@ def test_config_names_every_binary_by_absolute_path_and_binds_loopback(tmp_path:
     for key in ("kubeApiserverBinary", "kubeControllerManagerBinary", "kubeSchedulerBinary", "etcdBinary"):
         assert options[key].startswith(f"{tmp_path}/")
     assert options["kwokControllerBinary"] == f"{tmp_path}/kwok"
-    assert Path(docs[1]["spec"]["logs"][0]["logsFile"]).is_absolute()
+    (logs,) = (d for d in docs if d["kind"] == "ClusterLogs")
+    assert Path(logs["spec"]["logs"][0]["logsFile"]).is_absolute()
 
 
 def test_config_carries_the_complete_stage_set() -> None:
