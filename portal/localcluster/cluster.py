@@ -197,11 +197,15 @@ def start_cluster(
     kubeconfig = cdir / "kubeconfig"
     create = ["create", "cluster", "--name", name, "--config", str(config), "--kubeconfig", str(kubeconfig)]
     t0 = time.monotonic()
-    # Held until the nodes are Ready, i.e. until every component has bound its port.
-    with _creation_lock():
-        _kwokctl(rd, bin_dir, *create, "--wait", f"{int(timeout)}s", timeout=timeout + 60)
-        t1 = time.monotonic()
-        names = _add_nodes(kubeconfig, nodes, node_spec, timeout, kwok_workdir(rd) / "clusters" / name)
+    try:
+        # Held until the nodes are Ready, i.e. until every component has bound its port.
+        with _creation_lock():
+            _kwokctl(rd, bin_dir, *create, "--wait", f"{int(timeout)}s", timeout=timeout + 60)
+            t1 = time.monotonic()
+            names = _add_nodes(kubeconfig, nodes, node_spec, timeout, kwok_workdir(rd) / "clusters" / name)
+    except BaseException:
+        stop_cluster(name, rd)  # a half-started cluster must not leave detached processes behind
+        raise
     timings = {"start_s": round(t1 - t0, 2), "nodes_ready_s": round(time.monotonic() - t1, 2)}
     handle = ClusterHandle(name, kubeconfig, rd, bin_dir, names, timings)
     save_handle(handle)
