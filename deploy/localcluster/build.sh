@@ -31,11 +31,15 @@ run_step() {
   say "$what done in $((SECONDS - start)) s"
 }
 
-have_all() {
+missing() {
+  local b
   for b in kube-apiserver kube-controller-manager kube-scheduler etcd kwok kwokctl kubectl; do
-    [ -x "$BIN/$b" ] || return 1
+    [ -x "$BIN/$b" ] || printf '%s ' "$b"
   done
-  "$BIN/kube-apiserver" --version 2>/dev/null | grep -q "Kubernetes v$KV"
+}
+
+have_all() {
+  [ -z "$(missing)" ] && "$BIN/kube-apiserver" --version 2>/dev/null | grep -q "Kubernetes v$KV"
 }
 
 if have_all; then
@@ -102,6 +106,6 @@ build_etcd() {
 run_step "preparing the consumer module for Kubernetes v$KV" consumer_module
 [ -x "$BIN/etcd" ] || run_step "building etcd v$ETCD" build_etcd
 run_step "building kube-apiserver, controller-manager, scheduler, kubectl v$KV (cold: ~20-40 min on 2 cores)" build_k8s
-have_all || die "build finished but $BIN is incomplete"
+have_all || die "build finished but $BIN is incomplete: missing $(missing)(or kube-apiserver is not v$KV)"
 say "built into $BIN"
 echo "$BIN"
