@@ -1,0 +1,252 @@
+"""B6: telemetry ingest and retention on Postgres.
+
+- ours: `gpu.ingest.ingest_batch` (validation, GPU resolution, COPY into a temp table, one
+  INSERT ... ON CONFLICT DO NOTHING into the day partition, health bookkeeping), one batch per node
+  holding its 60 s backlog (the agent's catch-up after a blip; steady state sends ~1 s per batch);
+- references in the same run, same rows, same partitioned table: a bare COPY straight into it
+  (the ceiling) and Django `bulk_create` of the same rows;
+- retention: dropping one day's partition vs DELETE of the same rows (+ VACUUM is not even counted).
+
+Runs in a throwaway database `<name>_bench` on the server of $DATABASE_URL (created, migrated and
+dropped here), so nothing of the developer's data is touched. Progress on stderr, JSON on stdout.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from datetime import UTC, datetime, timedelta
+from typing import Any
+from urllib.parse import urlparse, urlunparse
+
+from bench.common import Profile, Result, log
+
+SIZES = {"ci": (100, 4, 60), "full": (1000, 4, 60)}  # nodes, GPUs per node, seconds of samples
+DAY_ROWS_PER_GPU = {"ci": 1000, "full": 3000}  # rows per GPU in the retention day (400k / 12M rows)
+
+
+@contextmanager
+def bench_database(suffix: str = "bench") -> Iterator[str]:
+    """Create `<db>_<suffix>`, point Django at it, migrate, yield its URL, drop it afterwards."""
+    import psycopg
+
+    url = os.environ.get("DATABASE_URL", "")
+    if not url.startswith("postgres"):
+        raise SystemExit("B6/B7 need DATABASE_URL=postgres://... (source deploy/setup/services.sh env)")
+    parts = urlparse(url)
+    name = f"{parts.path.lstrip('/')}_{suffix}"
+    admin = urlunparse(parts._replace(path="/postgres"))
+    with psycopg.connect(admin, autocommit=True) as conn:
+        conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+        conn.execute(f'CREATE DATABASE "{name}"')
+    bench_url = urlunparse(parts._replace(path=f"/{name}"))
+    os.environ["DATABASE_URL"] = bench_url
+    try:
+        _django_setup()
+        yield bench_url
+    finally:
+        from django.db import connections
+
+        connections.close_all()
+        os.environ["DATABASE_URL"] = url
+        with psycopg.connect(admin, autocommit=True) as conn:
+            conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+
+
+def _django_setup() -> None:
+    import django
+    from django.core.management import call_command
+
+    os.environ.setdefault("DJANGO_SETTINGS_MODULE", "portal.settings")
+    django.setup()
+    call_command("migrate", verbosity=0, interactive=False)
+
+
+def _fleet(nodes: int, gpus: int) -> list[Any]:
+    from gpu import services
+    from gpu.models import Gpu, Node
+
+    tokens = []
+    for n in range(nodes):
+        node = Node.objects.create(
+            name=f"bench-node-{n:04d}", gpu_model="NVIDIA-GeForce-RTX-5090", gpu_count=gpus
+        )
+        Gpu.objects.bulk_create(
+            Gpu(node=node, index=i, uuid=f"GPU-bench-{n:04d}-{i}", memory_mib=32768, health="healthy")
+            for i in range(gpus)
+        )
+        tokens.append(services.node_token_create(node=node)[0])
+    return tokens
+
+
+def _batches(tokens: list[Any], gpus: int, seconds: int, start: datetime) -> list[tuple[Any, dict[str, Any]]]:
+    out = []
+    for token in tokens:
+        node = token.node.name
+        samples = [
+            {"gpu_uuid": f"GPU-bench-{node[-4:]}-{i}", "ts": (start + timedelta(seconds=s)).isoformat(
+                timespec="milliseconds").replace("+00:00", "Z"), "util_gpu": (s * 7 + i) % 101,
+             "util_mem": s % 50, "mem_used_mib": 9000 + s, "mem_total_mib": 32768, "temp_c": 60.5,
+             "power_w": 300.25, "sm_clock_mhz": 2407, "mem_clock_mhz": 14001, "ecc_sbe": 0, "ecc_dbe": 0,
+             "xid": None, "processes": [{"pid": 4242, "mem_used_mib": 9000, "pod_uid": "u",
+                                         "pod_namespace": "gp-alpha", "pod_name": f"job-{i}-0",
+                                         "container": "main"}]}
+            for s in range(seconds) for i in range(gpus)
+        ]  # fmt: skip
+        out.append((token, {"node": node, "agent_version": "bench", "samples": samples}))
+    return out
+
+
+def _truncate() -> None:
+    from django.db import connection
+
+    with connection.cursor() as cursor:
+        cursor.execute("TRUNCATE gpu_sample")
+
+
+def _time_ours(batches: list[tuple[Any, dict[str, Any]]]) -> tuple[float, int]:
+    from django.db import transaction
+
+    from gpu.ingest import ingest_batch
+
+    rows = 0
+    started = time.perf_counter()
+    for token, body in batches:
+        with transaction.atomic():
+            rows += ingest_batch(token=token, raw=body).accepted
+    return time.perf_counter() - started, rows
+
+
+def _rows(batches: list[tuple[Any, dict[str, Any]]]) -> list[list[Any]]:
+    """The same rows as storage tuples, batch by batch, prepared outside the timed region."""
+    import orjson
+
+    from gpu.models import Gpu
+
+    ids = dict(Gpu.objects.values_list("uuid", "id"))
+    return [[
+        (ids[s["gpu_uuid"]], datetime.fromisoformat(s["ts"]), s["util_gpu"], s["util_mem"], s["mem_used_mib"],
+         s["mem_total_mib"], s["temp_c"], s["power_w"], s["sm_clock_mhz"], s["mem_clock_mhz"], s["ecc_sbe"],
+         s["ecc_dbe"], s["xid"], orjson.dumps(s["processes"]).decode())
+        for s in body["samples"]
+    ] for _, body in batches]  # fmt: skip
+
+
+def _copy(rows: list[Any]) -> None:
+    from django.db import connection, transaction
+
+    from gpu.storage import _COLS
+
+    with (
+        transaction.atomic(),
+        connection.cursor() as cursor,
+        cursor.cursor.copy(f"COPY gpu_sample ({_COLS}) FROM STDIN") as copy,
+    ):
+        for row in rows:
+            copy.write_row(row)
+
+
+def _time_copy(batches: list[list[Any]]) -> float:
+    """The ceiling: a bare COPY per batch (same batch boundaries as ours), no checks, no dedup."""
+    started = time.perf_counter()
+    for rows in batches:
+        _copy(rows)
+    return time.perf_counter() - started
+
+
+def _time_bulk_create(batches: list[list[Any]]) -> float:
+    from django.db import transaction
+
+    from gpu.models import GpuSample
+    from gpu.storage import COLUMNS
+
+    objects = [[GpuSample(**dict(zip(COLUMNS, row, strict=True))) for row in rows] for rows in batches]
+    started = time.perf_counter()
+    for batch in objects:
+        with transaction.atomic():
+            GpuSample.objects.bulk_create(batch, batch_size=1000)
+    return time.perf_counter() - started
+
+
+def _day_rows(gpu_ids: list[int], day: datetime, per_gpu: int) -> list[Any]:
+    step = 86_000 / per_gpu
+    return [
+        (
+            gid,
+            day + timedelta(seconds=k * step),
+            50,
+            25,
+            9000,
+            32768,
+            60.0,
+            300.0,
+            2407,
+            14001,
+            0,
+            0,
+            None,
+            None,
+        )
+        for gid in gpu_ids
+        for k in range(per_gpu)
+    ]
+
+
+def _retention(day: datetime, per_gpu: int) -> tuple[float, float, int]:
+    """A full day partition (every GPU, `per_gpu` samples spread over the day): DELETE it, refill, DROP it."""
+    from django.db import connection
+
+    from gpu.models import Gpu
+    from gpu.storage import partition_name, store
+
+    _truncate()
+    rows = _day_rows(list(Gpu.objects.values_list("id", flat=True)), day, per_gpu)
+    _copy(rows)
+    started = time.perf_counter()
+    with connection.cursor() as cursor:
+        cursor.execute("DELETE FROM gpu_sample WHERE ts >= %s AND ts < %s", [day, day + timedelta(days=1)])
+    delete_s = time.perf_counter() - started
+    _copy(rows)
+    started = time.perf_counter()
+    dropped = store().drop_before(day=(day + timedelta(days=1)).date())
+    drop_s = time.perf_counter() - started
+    assert partition_name(day.date()) in dropped
+    return drop_s, delete_s, len(rows)
+
+
+def _measure(profile: Profile) -> dict[str, float]:
+    from gpu.storage import store
+
+    nodes, gpus, seconds = SIZES[profile]
+    tokens = _fleet(nodes, gpus)
+    start = datetime.now(UTC).replace(hour=0, minute=5, second=0, microsecond=0)  # inside one day
+    store().ensure_partitions(start=start.date(), days=1)
+    batches = _batches(tokens, gpus, seconds, start)
+    rows = _rows(batches)
+    n = sum(len(r) for r in rows)
+    log(f"B6: {n} rows = {nodes} nodes x {gpus} GPUs x {seconds} s, one batch per node")
+    ours_s, accepted = _time_ours(batches)
+    assert accepted == n, (accepted, n)
+    _truncate()
+    copy_s = _time_copy(rows)
+    _truncate()
+    bulk_s = _time_bulk_create(rows)
+    drop_s, delete_s, day_rows = _retention(start.replace(minute=0), DAY_ROWS_PER_GPU[profile])
+    log(f"B6: retention on a day partition of {day_rows} rows")
+    return {"ours": n / ours_s, "copy": n / copy_s, "bulk": n / bulk_s, "drop_ms": drop_s * 1000,
+            "delete_ms": delete_s * 1000}  # fmt: skip
+
+
+def run(profile: Profile) -> Iterator[Result]:
+    with bench_database("b6"):
+        m = _measure(profile)
+    backend = "postgres (local, fsync off)"
+    yield Result("B6", profile, backend, "ingest_rows_per_s_vs_copy", m["ours"], m["copy"], ">= 0.5x COPY",
+                 m["ours"] >= 0.5 * m["copy"])  # fmt: skip
+    yield Result("B6", profile, backend, "ingest_rows_per_s_vs_bulk_create", m["ours"], m["bulk"],
+                 ">= 10x bulk_create", m["ours"] >= 10 * m["bulk"])  # fmt: skip
+    yield Result("B6", profile, backend, "drop_day_ms_vs_delete_ms", m["drop_ms"], m["delete_ms"],
+                 "<= 100 ms and >= 20x faster than DELETE",
+                 m["drop_ms"] <= 100 and m["drop_ms"] * 20 <= m["delete_ms"])  # fmt: skip

@@ -1,0 +1,302 @@
+"""B7: live push, sample -> browser age, at N websocket clients.
+
+Each run starts a real ASGI server in a subprocess (daphne or uvicorn) serving portal.asgi with one
+Redis channel layer (RedisChannelLayer or RedisPubSubChannelLayer), on a throwaway database. N clients
+(websockets, one operator session) watch node pages spread over the nodes; a publisher pushes one
+frame per node per second through gpu.broadcast (what ingest does after commit), stamped with the
+sample time. Age = client receive time - sample time. The floor is a raw ASGI fan-out with no
+Channels, no Redis and no Django (`raw_app` below) on the same server, same clients, same frames.
+Loopback only; every loop is bounded by the profile's duration.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from collections.abc import Iterator
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+from bench.common import Profile, Result, log, percentile
+
+ROOT = Path(__file__).resolve().parent.parent
+PROFILES = {"ci": (200, 50, 10.0), "full": (1000, 1000, 15.0)}  # clients, nodes, seconds measured
+LAYERS = {
+    "redis": "channels_redis.core.RedisChannelLayer",
+    "pubsub": "channels_redis.pubsub.RedisPubSubChannelLayer",
+}
+GPUS_PER_NODE = 4
+
+
+def _frame(node: str, index: int, ts: str) -> dict[str, Any]:
+    return {
+        "uuid": f"GPU-b7-{node}-{index}", "node": node, "index": index, "ts": ts, "util_gpu": 80,
+        "util_mem": 40, "mem_used_mib": 9000, "mem_total_mib": 32768, "temp_c": 70.0, "power_w": 400.0,
+        "sm_clock_mhz": 2407, "mem_clock_mhz": 14001, "xid": None, "health": "healthy",
+        "sharing_mode": "exclusive", "in_service": True, "processes": [],
+    }  # fmt: skip
+
+
+def _now_ts() -> str:
+    return datetime.now(UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
+
+
+# --- the floor: raw ASGI fan-out, no Channels -------------------------------------------------
+_sockets: dict[str, list[Any]] = {}
+_ticker: asyncio.Task[None] | None = None
+
+
+async def _tick() -> None:
+    while _sockets:
+        started = time.monotonic()
+        for node, sends in list(_sockets.items()):
+            ts = _now_ts()
+            gpus = {f"{node}-{i}": _frame(node, i, ts) for i in range(GPUS_PER_NODE)}
+            text = json.dumps({"type": "gpu.samples", "sent_at": time.time(), "gpus": gpus})
+            await asyncio.gather(*(send({"type": "websocket.send", "text": text}) for send in list(sends)),
+                                 return_exceptions=True)  # fmt: skip
+        await asyncio.sleep(max(0.0, 1.0 - (time.monotonic() - started)))
+
+
+async def raw_app(scope: dict[str, Any], receive: Any, send: Any) -> None:
+    """ws/nodes/<name>/ -> one frame per node per second to every socket of that node."""
+    global _ticker  # one ticker per server process
+    if scope["type"] == "lifespan":
+        while (await receive())["type"] != "lifespan.shutdown":
+            await send({"type": "lifespan.startup.complete"})
+        await send({"type": "lifespan.shutdown.complete"})
+        return
+    if scope["type"] != "websocket":
+        await send({"type": "http.response.start", "status": 200, "headers": []})
+        await send({"type": "http.response.body", "body": b"ok"})
+        return
+    await receive()  # websocket.connect
+    await send({"type": "websocket.accept"})
+    node = scope["path"].strip("/").split("/")[-1]
+    _sockets.setdefault(node, []).append(send)
+    if _ticker is None or _ticker.done():
+        _ticker = asyncio.get_running_loop().create_task(_tick())
+    try:
+        while (await receive())["type"] != "websocket.disconnect":
+            pass
+    finally:
+        _sockets[node].remove(send)
+        if not _sockets[node]:
+            del _sockets[node]
+
+
+# --- servers ------------------------------------------------------------------------------------
+def _settings_module(tmp: Path, layer: str) -> str:
+    name = f"b7_settings_{layer}"
+    (tmp / f"{name}.py").write_text(
+        "from portal.settings import *  # noqa\n"
+        f"CHANNEL_LAYERS = {{'default': {{'BACKEND': '{LAYERS[layer]}',\n"
+        "                             'CONFIG': {'hosts': [REDIS_URL]}}}\n"
+    )
+    return name
+
+
+def _start(server: str, app: str, port: int, env: dict[str, str]) -> subprocess.Popen[bytes]:
+    bin_dir = Path(sys.executable).parent
+    if server == "daphne":
+        # daphne drops a socket whose connect() has not accepted within 5 s by default.
+        argv = [
+            str(bin_dir / "daphne"),
+            "-b",
+            "127.0.0.1",
+            "-p",
+            str(port),
+            "--websocket_connect_timeout",
+            "30",
+            app,
+        ]
+    else:
+        argv = [str(bin_dir / "uvicorn"), app, "--host", "127.0.0.1", "--port", str(port),
+                "--log-level", "warning", "--ws", "websockets", "--lifespan", "off"]  # fmt: skip
+    log_path = Path(tempfile.gettempdir()) / f"b7-{server}-{port}.log"
+    with log_path.open("wb") as out:  # the child keeps its own handle; read on failure
+        return subprocess.Popen(argv, cwd=ROOT, env=env, stdout=out, stderr=subprocess.STDOUT)
+
+
+def _wait_port(port: int, timeout: float = 60.0) -> None:
+    import socket
+
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        with socket.socket() as sock:
+            if sock.connect_ex(("127.0.0.1", port)) == 0:
+                return
+        time.sleep(0.2)
+    raise RuntimeError(f"server on {port} did not start")
+
+
+def _free_port() -> int:
+    import socket
+
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+# --- clients and publisher ----------------------------------------------------------------------
+async def _client(
+    url: str, cookie: str, ages: list[float], stop: asyncio.Event, ready: list[int], measure_from: list[float]
+) -> None:
+    from websockets.asyncio.client import connect
+    from websockets.typing import Origin
+
+    headers = {"Cookie": cookie} if cookie else {}
+    # A generous open timeout: under a connect storm the handshake waits for session lookups.
+    async with connect(
+        url,
+        additional_headers=headers,
+        origin=Origin("http://127.0.0.1"),
+        max_size=None,
+        open_timeout=120,
+    ) as ws:
+        if cookie:
+            await asyncio.wait_for(ws.recv(), timeout=120)  # the snapshot: this socket is fully set up
+        ready.append(1)
+        while not stop.is_set():
+            try:
+                raw = await asyncio.wait_for(ws.recv(), timeout=0.5)
+            except TimeoutError:
+                continue
+            now = time.time()
+            message = json.loads(raw)
+            if message.get("type") != "gpu.samples" or not message.get("sent_at") or now < measure_from[0]:
+                continue  # snapshots are old data by design; the first second is warm-up
+            for frame in message["gpus"].values():
+                ages.append(now - datetime.fromisoformat(frame["ts"].replace("Z", "+00:00")).timestamp())
+
+
+def _publisher(nodes: list[str], stop: threading.Event, seconds: float) -> None:
+    from gpu import broadcast
+
+    deadline = time.monotonic() + seconds
+    while not stop.is_set() and time.monotonic() < deadline:
+        started = time.monotonic()
+        for node in nodes:
+            ts = _now_ts()
+            broadcast.samples_published(node=node, frames=[_frame(node, i, ts) for i in range(GPUS_PER_NODE)])  # type: ignore[misc]
+        stop.wait(max(0.0, 1.0 - (time.monotonic() - started)))
+
+
+async def _measure(
+    base: str, cookie: str, nodes: list[str], clients: int, seconds: float, publish: bool
+) -> list[float]:
+    ages: list[float] = []
+    stop, measure_from = asyncio.Event(), [float("inf")]
+    ready: list[int] = []
+    urls = [f"{base}/ws/nodes/{nodes[i % len(nodes)]}/" for i in range(clients)]
+    tasks = []
+    for url in urls:  # 50 new sockets a second: a fleet of browsers, not one thundering herd
+        tasks.append(asyncio.create_task(_client(url, cookie, ages, stop, ready, measure_from)))
+        await asyncio.sleep(0.02)
+    deadline = time.monotonic() + 120
+    while len(ready) < clients and time.monotonic() < deadline:
+        await asyncio.sleep(0.2)
+    log(f"B7:   {len(ready)}/{clients} clients connected")
+    pub_stop = threading.Event()
+    thread = (
+        threading.Thread(target=_publisher, args=(nodes, pub_stop, seconds), daemon=True) if publish else None
+    )
+    if thread:
+        thread.start()
+    measure_from[0] = time.time() + 1.0
+    await asyncio.sleep(1.0 + seconds)
+    pub_stop.set()
+    stop.set()
+    await asyncio.gather(*tasks, return_exceptions=True)
+    return ages
+
+
+def _run_one(server: str, layer: str | None, env: dict[str, str], cookie: str, nodes: list[str],
+             clients: int, seconds: float) -> list[float]:  # fmt: skip
+    port = _free_port()
+    app = "portal.asgi:application" if layer else "bench.b7_push:raw_app"
+    proc = _start(server, app, port, env)
+    try:
+        _wait_port(port)
+        return asyncio.run(
+            _measure(f"ws://127.0.0.1:{port}", cookie, nodes, clients, seconds, publish=bool(layer))
+        )
+    finally:
+        proc.terminate()
+        try:
+            proc.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+
+
+def _prepare(nodes: int) -> tuple[list[str], str]:
+    """Nodes and GPUs in the bench database, and one operator session cookie."""
+    from django.conf import settings
+    from django.test import Client
+
+    from accounts.models import User
+    from gpu.models import Gpu, Node
+
+    names = [f"b7-node-{n:04d}" for n in range(nodes)]
+    for name in names:
+        node = Node.objects.create(name=name, gpu_count=GPUS_PER_NODE)
+        Gpu.objects.bulk_create(
+            Gpu(node=node, index=i, uuid=f"GPU-b7-{name}-{i}") for i in range(GPUS_PER_NODE)
+        )
+    user = User.objects.create_user(username="b7", email="b7@example.com", is_staff=True)
+    client = Client()
+    client.force_login(user)
+    return names, f"{settings.SESSION_COOKIE_NAME}={client.cookies[settings.SESSION_COOKIE_NAME].value}"
+
+
+def _use_layer(layer: str) -> None:
+    from channels.layers import channel_layers
+    from django.conf import settings
+
+    settings.CHANNEL_LAYERS = {
+        "default": {"BACKEND": LAYERS[layer], "CONFIG": {"hosts": [settings.REDIS_URL]}}
+    }
+    channel_layers.backends.clear()
+
+
+def _results(profile: Profile, runs: dict[tuple[str, str], list[float]], clients: int) -> Iterator[Result]:
+    for server in ("daphne", "uvicorn"):
+        floor = runs[(server, "floor")]
+        floor_p99 = percentile(floor, 99) * 1000
+        for layer in LAYERS:
+            ages = runs[(server, layer)]
+            p50, p99 = percentile(ages, 50) * 1000, percentile(ages, 99) * 1000
+            backend = f"{server} + {LAYERS[layer].rsplit('.', 1)[-1]}, {clients} clients"
+            yield Result("B7", profile, backend, "age_p50_ms_vs_floor", p50, percentile(floor, 50) * 1000,
+                         "informational", True)  # fmt: skip
+            yield Result("B7", profile, backend, "age_p99_ms_vs_floor", p99, floor_p99, "p99 <= 250 ms",
+                         p99 <= 250)  # fmt: skip
+            yield Result("B7", profile, backend, "frames_delivered_vs_floor", len(ages), len(floor),
+                         ">= 0.8x the raw floor", len(ages) >= 0.8 * len(floor))  # fmt: skip
+
+
+def run(profile: Profile) -> Iterator[Result]:
+    from bench.b6_ingest import bench_database
+
+    clients, nodes, seconds = PROFILES[profile]
+    nodes = min(nodes, clients)
+    runs: dict[tuple[str, str], list[float]] = {}
+    with bench_database("b7") as db_url, tempfile.TemporaryDirectory() as tmp:
+        names, cookie = _prepare(nodes)
+        base_env = {**os.environ, "DATABASE_URL": db_url, "PYTHONPATH": f"{tmp}:{ROOT}"}
+        for server in ("daphne", "uvicorn"):
+            log(f"B7: {server} raw ASGI floor")
+            runs[(server, "floor")] = _run_one(server, None, base_env, "", names, clients, seconds)
+            for layer in LAYERS:
+                log(f"B7: {server} + {layer}")
+                _use_layer(layer)
+                env = {**base_env, "DJANGO_SETTINGS_MODULE": _settings_module(Path(tmp), layer)}
+                runs[(server, layer)] = _run_one(server, layer, env, cookie, names, clients, seconds)
+    yield from _results(profile, runs, clients)
