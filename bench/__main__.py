@@ -12,6 +12,8 @@ from bench.common import Profile, Result, emit, log
 REGISTRY: dict[str, str] = {
     "B3": "bench.b3_admission",
     "B5": "bench.b5_agent",
+    "B6": "bench.b6_ingest",
+    "B7": "bench.b7_push",
     "B8": "bench.b8_plugin",
 }
 
