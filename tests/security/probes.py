@@ -98,3 +98,8 @@ WS_PROBES: dict[str, Callable[[Victim], str]] = {}
 from tests.security.test_jobs_tenancy import register_job_probes  # noqa: E402
 
 register_job_probes()
+
+# gpu (issue 7): nodes and GPUs inventory, the agents' ingest endpoint, the job telemetry socket.
+from tests.gpu_e2e.tenancy_probes import register_gpu_probes  # noqa: E402
+
+register_gpu_probes()
