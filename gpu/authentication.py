@@ -8,6 +8,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from drf_spectacular.extensions import OpenApiAuthenticationExtension
+from drf_spectacular.plumbing import build_bearer_security_scheme_object
 from rest_framework import authentication, exceptions, permissions
 from rest_framework.request import Request
 
@@ -53,3 +55,17 @@ class IsNodeAgent(permissions.BasePermission):
 
     def has_permission(self, request: Request, view: Any) -> bool:
         return isinstance(request.auth, NodeToken)
+
+
+class NodeTokenScheme(OpenApiAuthenticationExtension):  # type: ignore[no-untyped-call]
+    """Names the node agents' bearer scheme in the OpenAPI schema."""
+
+    target_class = "gpu.authentication.NodeTokenAuthentication"
+    name = "nodeToken"
+
+    def get_security_definition(self, auto_schema: object) -> dict[str, str]:
+        result: dict[str, str] = build_bearer_security_scheme_object(
+            header_name="Authorization",
+            token_prefix="Bearer",  # noqa: S106 - a scheme name
+        )
+        return result

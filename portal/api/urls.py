@@ -22,6 +22,5 @@ urlpatterns = [
     path("me/", MeView.as_view(), name="me"),
     path("auth/token/", PasswordTokenView.as_view(), name="auth-token"),
     path("ingest/samples", IngestView.as_view(), name="ingest-samples"),  # the agent contract's path
-    path("ingest/samples/", IngestView.as_view()),
     *router.urls,
 ]

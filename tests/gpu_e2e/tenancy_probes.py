@@ -25,9 +25,6 @@ def register_gpu_probes() -> None:
             "POST /api/v1/ingest/samples": lambda v: [
                 Probe("POST", "/api/v1/ingest/samples", "denied", batch)
             ],
-            "POST /api/v1/ingest/samples/": lambda v: [
-                Probe("POST", "/api/v1/ingest/samples/", "denied", batch)
-            ],
         }
     )
     WS_PROBES["ws/jobs/<uuid:uid>/telemetry/"] = lambda v: f"/ws/jobs/{v.extra['job'].uid}/telemetry/"
