@@ -181,11 +181,20 @@ class JobViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, viewsets.Gene
         follow = request.query_params.get("follow") in ("1", "true", "yes")
         return logs.log_response(job, follow=follow)
 
-    @extend_schema(responses={(200, "text/csv"): str})
+    @extend_schema(
+        parameters=[OpenApiParameter("group", enum=["job", "user", "project"])],
+        responses={(200, "text/csv"): str},
+    )
     @action(detail=False, methods=["get"], url_path="accounting")
     def accounting(self, request: Request) -> HttpResponse:
+        """Allocated GPU-hours as CSV: per job, or rolled up per user or project (?group=)."""
+        group = request.query_params.get("group", "job")
+        if group not in ("job", "user", "project"):
+            raise ValidationError({"group": ["One of job, user, project."]})
         rows = selectors.gpu_hours_rows(user=request_user(request))
-        return csv_response(rows, "gpu-hours.csv")
+        if group != "job":
+            rows = selectors.gpu_hours_rollup(rows, by=group)
+        return csv_response(rows, f"gpu-hours-by-{group}.csv")
 
 
 def csv_response(rows: list[dict[str, Any]], filename: str) -> HttpResponse:
