@@ -13,7 +13,7 @@ from typing import Any
 
 from django.core.exceptions import ValidationError
 from django.http import Http404, HttpResponse, StreamingHttpResponse
-from drf_spectacular.utils import OpenApiParameter, extend_schema, inline_serializer
+from drf_spectacular.utils import OpenApiParameter, extend_schema, extend_schema_field, inline_serializer
 from rest_framework import mixins, serializers, status, viewsets
 from rest_framework.decorators import action
 from rest_framework.request import Request
@@ -26,6 +26,17 @@ from accounts.selectors import project_list
 from workloads import logs, selectors, services
 from workloads.choices import JobState
 from workloads.models import Job, JobEvent, JobTemplate
+from workloads.queue_selectors import queue_summary
+
+
+class QueueSummarySerializer(serializers.Serializer[Any]):
+    position = serializers.IntegerField(allow_null=True)
+    position_in_project = serializers.IntegerField(allow_null=True)
+    estimated_start = serializers.DateTimeField(allow_null=True)
+    code = serializers.CharField()
+    reason = serializers.CharField()
+    hints = serializers.ListField(child=serializers.CharField())
+    held = serializers.BooleanField()
 
 
 class JobSerializer(serializers.ModelSerializer[Job]):
@@ -36,6 +47,9 @@ class JobSerializer(serializers.ModelSerializer[Job]):
     owner = serializers.EmailField(source="owner.email", read_only=True)
     k8s_name = serializers.CharField(read_only=True)
     gpu_hours = serializers.SerializerMethodField()
+    queue = serializers.SerializerMethodField(
+        help_text="Queued jobs: position, estimated start, reason, hints."
+    )
 
     class Meta:
         model = Job
@@ -68,11 +82,16 @@ class JobSerializer(serializers.ModelSerializer[Job]):
             "node",
             "k8s_name",
             "gpu_hours",
+            "queue",
         ]
         read_only_fields = fields
 
     def get_gpu_hours(self, job: Job) -> float:
         return round(job.gpu_hours(), 4)
+
+    @extend_schema_field(QueueSummarySerializer(allow_null=True))
+    def get_queue(self, job: Job) -> dict[str, Any] | None:
+        return queue_summary(job)
 
 
 class JobEventSerializer(serializers.ModelSerializer[JobEvent]):

@@ -13,6 +13,7 @@ from channels.layers import get_channel_layer
 
 from workloads.messages import JobStateMessage, job_group
 from workloads.models import Job
+from workloads.queue_selectors import queue_summary
 
 log = logging.getLogger(__name__)
 
@@ -27,6 +28,7 @@ def job_message(job: Job) -> JobStateMessage:
         "changed_at": job.state_changed_at.isoformat(),
         "exit_code": job.exit_code,
         "node": job.node,
+        "queue": queue_summary(job),
     }
 
 

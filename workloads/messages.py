@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Literal, TypedDict
+from typing import Any, Literal, TypedDict
 
 
 class JobStateMessage(TypedDict):
@@ -14,6 +14,7 @@ class JobStateMessage(TypedDict):
     changed_at: str
     exit_code: int | None
     node: str
+    queue: dict[str, Any] | None  # workloads.queue_selectors.queue_summary
 
 
 def job_group(project_id: int) -> str:

@@ -66,6 +66,21 @@ class Job(models.Model):
     log_truncated = models.BooleanField(default=False)
     log_captured = models.BooleanField(default=False)
 
+    # The admission queue (issue 5; workloads.queue_service writes these, by compare-and-swap).
+    held = models.BooleanField(default=False, help_text="Held by an operator: keeps its place, never starts.")
+    queue_front = models.BooleanField(
+        default=False, help_text="First within its priority (moved, or preempted)."
+    )
+    borrowing = models.BooleanField(default=False, help_text="Admitted on idle quota of other projects.")
+    queue_explanation = models.JSONField(default=dict, blank=True, help_text="Last cycle's Explanation.")
+    queue_position = models.PositiveIntegerField(null=True, blank=True, db_index=True)
+    planned_node = models.CharField(max_length=253, blank=True, help_text="Node the queue placed it on.")
+    preempt_deadline = models.DateTimeField(null=True, blank=True, help_text="Preemption notice ends.")
+    preempt_notice_at = models.DateTimeField(null=True, blank=True)
+    preempt_for = models.BigIntegerField(
+        null=True, blank=True, help_text="Job id the GPUs are reclaimed for."
+    )
+
     class Meta:
         ordering = ["-submitted_at", "-id"]
         indexes = [models.Index(fields=["project", "state"])]
@@ -220,3 +235,69 @@ class OrphanReport(models.Model):
 
     def __str__(self) -> str:
         return f"{self.namespace}/{self.name}"
+
+
+class GrantStatus(models.TextChoices):
+    REQUESTED = "requested", "Requested"
+    APPROVED = "approved", "Approved"
+    REFUSED = "refused", "Refused"
+    EXPIRED = "expired", "Expired"
+
+
+class QuotaGrant(models.Model):
+    """A temporary quota grant or reservation ("+4 GPUs for 48 h from Monday").
+
+    Users request it; operators approve or refuse it in the admin. An approved grant adds to the
+    project's quota while `starts_at <= now < until`; a periodic task marks it expired afterwards.
+    """
+
+    project = models.ForeignKey(Project, on_delete=models.CASCADE, related_name="quota_grants")
+    requested_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, on_delete=models.SET_NULL, related_name="+"
+    )
+    gpus = models.PositiveIntegerField(default=0)
+    slices = models.PositiveIntegerField(default=0)
+    starts_at = models.DateTimeField(default=timezone.now)
+    until = models.DateTimeField()
+    reason = models.CharField(max_length=300, blank=True)
+    status = models.CharField(
+        max_length=10, choices=GrantStatus.choices, default=GrantStatus.REQUESTED, db_index=True
+    )
+    decided_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
+    )
+    decided_at = models.DateTimeField(null=True, blank=True)
+    created_at = models.DateTimeField(default=timezone.now, editable=False)
+
+    class Meta:
+        ordering = ["-created_at", "-id"]
+        constraints = [
+            models.CheckConstraint(
+                condition=models.Q(until__gt=models.F("starts_at")), name="grant_ends_after"
+            )
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.project}: +{self.gpus} GPUs/+{self.slices} slices until {self.until:%Y-%m-%d %H:%M}"
+
+    def is_active(self, now: datetime) -> bool:
+        return self.status == GrantStatus.APPROVED and self.starts_at <= now < self.until
+
+
+class QueueSettings(models.Model):
+    """The operators' queue knobs; one row (pk=1), edited in the admin."""
+
+    half_life_hours = models.FloatField(default=168.0, validators=[MinValueValidator(0.1)])
+    borrowing_enabled = models.BooleanField(default=True)
+    preemption_notice_s = models.PositiveIntegerField(default=300)
+
+    class Meta:
+        verbose_name = verbose_name_plural = "queue settings"
+
+    def __str__(self) -> str:
+        return "Queue settings"
+
+    @classmethod
+    def load(cls) -> QueueSettings:
+        row, _ = cls.objects.get_or_create(pk=1)
+        return row

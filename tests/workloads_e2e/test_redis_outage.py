@@ -20,7 +20,7 @@ from tests.workloads_e2e.harness import running_controller, use_broker
 from tests.workloads_e2e.procs import PrivateRedis, start_worker, stop_process, worker_env
 from workloads.choices import JobState
 from workloads.k8s.client import RealKubeClient
-from workloads.models import Job, ReconcileOutbox
+from workloads.models import Job, JobEvent, ReconcileOutbox
 from workloads.tasks import sweep
 from workloads.tests.conftest import IMAGE, allow_images
 
@@ -85,3 +85,6 @@ def test_submissions_survive_a_redis_outage(
     )
     assert in_cluster == uids, "exactly one Kubernetes Job per submission"
     assert not ReconcileOutbox.objects.exists()
+    # The controller's event watch fed the timelines with the cluster's own events.
+    reasons = set(JobEvent.objects.filter(kind="k8s").values_list("reason", flat=True))
+    assert {"Scheduled", "SuccessfulCreate"} & reasons, reasons

@@ -16,6 +16,8 @@ class FakeKube:
         self.calls: list[tuple[str, str]] = []
         self.logs: dict[str, bytes] = {}
         self.rv = 100
+        # Cluster-wide lists the admission queue reads: two 4-GPU nodes, like the local cluster.
+        self.nodes: list[dict[str, Any]] = [fake_node("kwok-gpu-0"), fake_node("kwok-gpu-1")]
 
     def _bump(self, obj: dict[str, Any]) -> dict[str, Any]:
         self.rv += 1
@@ -24,6 +26,10 @@ class FakeKube:
 
     def get(self, path: str, query: dict[str, str] | None = None) -> dict[str, Any] | None:
         self.calls.append(("GET", path))
+        if path == "/api/v1/nodes":
+            return {"items": orjson.loads(orjson.dumps(self.nodes))}
+        if path == "/api/v1/pods":
+            return {"items": [o for p, o in self.objects.items() if "/pods/" in p]}
         if path in self.objects:
             copy: dict[str, Any] = orjson.loads(orjson.dumps(self.objects[path]))
             return copy
@@ -78,6 +84,14 @@ class FakeKube:
         if path not in self.logs:
             raise K8sError(404, "not found")
         return self.logs[path]
+
+
+def fake_node(name: str, gpus: int = 4, slices: int = 16) -> dict[str, Any]:
+    alloc = {"nvidia.com/gpu": str(gpus), "nvidia.com/gpu.shared": str(slices)}
+    return {
+        "metadata": {"name": name, "labels": {"nvidia.com/gpu.product": "NVIDIA-GeForce-RTX-5090"}},
+        "status": {"allocatable": alloc, "conditions": [{"type": "Ready", "status": "True"}]},
+    }
 
 
 def _merge(into: dict[str, Any], patch: dict[str, Any]) -> None:

@@ -131,7 +131,7 @@ def test_a_vanished_job_is_unknown_not_failed(jobs_world: World, fake_kube: Fake
     assert job.events.filter(reason__startswith="unknown").exists()
 
 
-def test_admission_respects_the_project_quota(jobs_world: World) -> None:
+def test_admission_respects_the_project_quota(jobs_world: World, fake_kube: FakeKube) -> None:
     jobs = [submit(jobs_world, gpus=4) for _ in range(3)]
     assert admission_pass() == [jobs[0].pk, jobs[1].pk]
     assert admission_pass() == []
