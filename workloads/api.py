@@ -198,7 +198,7 @@ class JobViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, viewsets.Gene
     def logs(self, request: Request, id: str) -> StreamingHttpResponse:
         job = self.get_object()
         follow = request.query_params.get("follow") in ("1", "true", "yes")
-        return logs.log_response(job, follow=follow)
+        return logs.log_response(job, follow=follow, asgi=hasattr(request._request, "scope"))
 
     @extend_schema(
         parameters=[OpenApiParameter("group", enum=["job", "user", "project"])],

@@ -1,0 +1,153 @@
+"""Writes for the admission queue: temporary quota grants and the operators' queue actions.
+
+Grants: members of a project request one; operators approve or refuse it (admin actions); an
+approved grant counts in the queue while `starts_at <= now < until` and `grants_expire` (a periodic
+task) marks it expired afterwards. Every change is a compare-and-swap on `status` and is audited.
+Queue actions (hold, release, move to the front) are compare-and-swap updates of queued jobs.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime, timedelta
+from typing import Any
+
+from django.core.exceptions import PermissionDenied, ValidationError
+from django.db import transaction
+from django.http import HttpRequest
+from django.utils import timezone
+
+from accounts.audit import audit_record, snapshot
+from accounts.models import Project, User
+from workloads.choices import JobState
+from workloads.models import GrantStatus, Job, QuotaGrant
+from workloads.services import require_submitter
+
+MAX_GRANT = timedelta(days=31)
+
+
+def grant_request(
+    *,
+    actor: User,
+    project: Project,
+    gpus: int,
+    slices: int = 0,
+    until: datetime,
+    starts_at: datetime | None = None,
+    reason: str = "",
+    request: HttpRequest | None = None,
+) -> QuotaGrant:
+    """A member asks for more quota for a while; an operator decides."""
+    require_submitter(actor=actor, project=project)
+    starts_at = starts_at or timezone.now()
+    grant = QuotaGrant(
+        project=project,
+        requested_by=actor,
+        gpus=gpus,
+        slices=slices,
+        starts_at=starts_at,
+        until=until,
+        reason=reason[:300],
+    )
+    _validate(grant)
+    with transaction.atomic():
+        grant.save()
+        audit_record(
+            actor=actor,
+            action="grant.request",
+            obj=grant,
+            project=project,
+            after=snapshot(grant),
+            request=request,
+        )
+    return grant
+
+
+def _validate(grant: QuotaGrant) -> None:
+    errors: dict[str, list[str]] = {}
+    if grant.gpus + grant.slices <= 0:
+        errors["gpus"] = ["Ask for at least one GPU or one MPS slice."]
+    if grant.until <= grant.starts_at:
+        errors["until"] = ["The grant must end after it starts."]
+    elif grant.until - grant.starts_at > MAX_GRANT:
+        errors["until"] = ["A grant lasts at most 31 days."]
+    if grant.until <= timezone.now():
+        errors.setdefault("until", []).append("The end is in the past.")
+    if errors:
+        raise ValidationError(errors)
+    grant.full_clean()
+
+
+def grant_decide(
+    *, actor: User, grant: QuotaGrant, approve: bool, request: HttpRequest | None = None
+) -> bool:
+    """Approve or refuse a requested grant (operators only); False when it was already decided."""
+    if not actor.is_staff:
+        raise PermissionDenied("Only operators decide quota grants.")
+    status = GrantStatus.APPROVED if approve else GrantStatus.REFUSED
+    now = timezone.now()
+    with transaction.atomic():
+        moved = QuotaGrant.objects.filter(pk=grant.pk, status=GrantStatus.REQUESTED).update(
+            status=status, decided_by=actor, decided_at=now
+        )
+        if moved:
+            audit_record(
+                actor=actor,
+                action=f"grant.{'approve' if approve else 'refuse'}",
+                obj=grant,
+                project=grant.project,
+                before={"status": GrantStatus.REQUESTED},
+                after={"status": status},
+                request=request,
+            )
+    grant.refresh_from_db()
+    return bool(moved)
+
+
+def grants_expire(*, now: datetime | None = None) -> list[int]:
+    """Approved grants past their end, and requests never decided before their end, expire."""
+    now = now or timezone.now()
+    done = []
+    due = QuotaGrant.objects.filter(
+        status__in=(GrantStatus.APPROVED, GrantStatus.REQUESTED), until__lte=now
+    ).select_related("project")
+    for grant in due:
+        with transaction.atomic():
+            if QuotaGrant.objects.filter(pk=grant.pk, status=grant.status).update(status=GrantStatus.EXPIRED):
+                audit_record(
+                    actor=None,
+                    action="grant.expire",
+                    obj=grant,
+                    project=grant.project,
+                    before={"status": grant.status},
+                    after={"status": GrantStatus.EXPIRED},
+                )
+                done.append(grant.pk)
+    return done
+
+
+QUEUE_ACTIONS: dict[str, dict[str, Any]] = {
+    "hold": {"held": True},
+    "release": {"held": False},
+    "front": {"queue_front": True},
+}
+
+
+def queue_action(*, actor: User, job_ids: list[int], action: str, request: HttpRequest | None = None) -> int:
+    """Operators: hold, release or move queued jobs to the front. Returns how many changed."""
+    if not actor.is_staff:
+        raise PermissionDenied("Only operators change the queue.")
+    changes = QUEUE_ACTIONS[action]
+    count = 0
+    for job in Job.objects.select_related("project").filter(pk__in=job_ids, state=JobState.QUEUED):
+        with transaction.atomic():
+            if Job.objects.filter(pk=job.pk, state=JobState.QUEUED).update(**changes):
+                audit_record(
+                    actor=actor,
+                    action=f"queue.{action}",
+                    obj=job,
+                    project=job.project,
+                    after=changes,
+                    request=request,
+                )
+                count += 1
+    return count

@@ -1,0 +1,115 @@
+"""Live node capacity for the admission queue, read from the cluster each cycle.
+
+Free whole GPUs on a node = allocatable `nvidia.com/gpu` minus the requests of the bound,
+non-terminal pods on it, minus the GPUs of portal jobs admitted onto it (`Job.planned_node`) whose
+pod is not bound yet. So a job admitted a moment ago is never counted free twice, and a pod forced
+into the cluster past the portal is still seen. MPS slices (`nvidia.com/gpu.shared`) are modelled as
+`allocatable / slices_per_gpu` shared GPUs, filled in index order by the slices in use.
+
+Nodes come from the cluster (not the gpu app's mirror), so the queue works when the node watch
+is not running. The reads are two LISTs made before any database transaction is opened.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from workloads.k8s import builders
+from workloads.k8s.client import KubeClient
+from workloads.queue import NodeState, SharedGpu
+
+Obj = dict[str, Any]
+TERMINAL_PHASES = ("Succeeded", "Failed")
+
+
+@dataclass(frozen=True)
+class LiveCluster:
+    nodes: list[Obj]
+    pods: list[Obj]
+
+    def job_uids(self) -> set[str]:
+        """Portal jobs (by uid label) that have a non-terminal pod, bound or not."""
+        return {str(_labels(p)[builders.UID_LABEL]) for p in self.pods if builders.UID_LABEL in _labels(p)}
+
+    def bound_job_uids(self) -> set[str]:
+        """Portal jobs (by uid label) that have a bound, non-terminal pod."""
+        return {
+            str(_labels(p).get(builders.UID_LABEL))
+            for p in self.pods
+            if _node_of(p) and builders.UID_LABEL in _labels(p)
+        }
+
+
+def live_cluster(client: KubeClient) -> LiveCluster:
+    nodes = (client.get("/api/v1/nodes") or {}).get("items") or []
+    pods = (client.get("/api/v1/pods") or {}).get("items") or []
+    return LiveCluster(list(nodes), [p for p in pods if _live(p)])
+
+
+def _labels(obj: Obj) -> dict[str, str]:
+    return dict((obj.get("metadata") or {}).get("labels") or {})
+
+
+def _live(pod: Obj) -> bool:
+    return (pod.get("status") or {}).get("phase") not in TERMINAL_PHASES
+
+
+def _node_of(pod: Obj) -> str:
+    return str((pod.get("spec") or {}).get("nodeName") or "")
+
+
+def _requests(pod: Obj, resource: str) -> int:
+    total = 0
+    for container in (pod.get("spec") or {}).get("containers") or []:
+        value = ((container.get("resources") or {}).get("requests") or {}).get(resource)
+        total += int(value or 0)
+    return total
+
+
+def _used(pods: Iterable[Obj], resource: str) -> dict[str, int]:
+    used: dict[str, int] = {}
+    for pod in pods:
+        node = _node_of(pod)
+        if node:
+            used[node] = used.get(node, 0) + _requests(pod, resource)
+    return used
+
+
+def _shared(allocatable: int, used: int, per_gpu: int) -> tuple[SharedGpu, ...]:
+    out = []
+    for index in range(allocatable // max(1, per_gpu)):
+        take = min(per_gpu, used)
+        used -= take
+        out.append(SharedGpu(index=index, free_slices=per_gpu - take, total_slices=per_gpu))
+    return tuple(out)
+
+
+def _schedulable(node: Obj) -> bool:
+    if (node.get("spec") or {}).get("unschedulable"):
+        return False
+    conditions = (node.get("status") or {}).get("conditions") or []
+    return any(c.get("type") == "Ready" and c.get("status") == "True" for c in conditions)
+
+
+def node_states(
+    cluster: LiveCluster, *, reserved: Mapping[str, tuple[int, int]], slices_per_gpu: int
+) -> tuple[NodeState, ...]:
+    """`reserved`: node -> (gpus, slices) of admitted portal jobs whose pods are not bound yet."""
+    gpus_used, slices_used = _used(cluster.pods, builders.GPU), _used(cluster.pods, builders.GPU_SHARED)
+    out = []
+    for node in cluster.nodes:
+        name = str(node["metadata"]["name"])
+        alloc = (node.get("status") or {}).get("allocatable") or {}
+        total = int(alloc.get(builders.GPU) or 0)
+        res_gpus, res_slices = reserved.get(name, (0, 0))
+        free = max(0, total - gpus_used.get(name, 0) - res_gpus)
+        shared = _shared(
+            int(alloc.get(builders.GPU_SHARED) or 0), slices_used.get(name, 0) + res_slices, slices_per_gpu
+        )
+        if not total and not shared:
+            continue
+        gpu_type = _labels(node).get(builders.GPU_PRODUCT, "")
+        out.append(NodeState(name, gpu_type, free, total, shared, _schedulable(node)))
+    return tuple(out)

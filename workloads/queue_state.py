@@ -1,0 +1,151 @@
+"""Reads that turn the database (and the live node list) into the policy's `ClusterState`.
+
+Pending = queued jobs; running = admitted and running jobs (they hold quota). Notices are the
+stored preemption deadlines. Owners are keyed by user id, projects by slug.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+
+from accounts.models import GpuTypeLimit, Quota
+from accounts.models import UserCap as UserCapRow
+from workloads import app_settings
+from workloads.choices import ACTIVE_STATES, PRIORITY_RANK, JobState, Priority
+from workloads.models import GrantStatus, Job, QueueSettings, QuotaGrant
+from workloads.queue import (
+    ClusterState,
+    Grant,
+    PendingJob,
+    PreemptionNotice,
+    ProjectQuota,
+    RunningJob,
+    Settings,
+    UserCap,
+)
+from workloads.queue_nodes import LiveCluster, node_states
+from workloads.usage import expected_runtimes, fair_share_usage
+
+UNLIMITED = 1_000_000
+
+
+def queue_settings() -> Settings:
+    row = QueueSettings.load()
+    return Settings(
+        half_life_hours=row.half_life_hours,
+        borrowing_enabled=row.borrowing_enabled,
+        preemption_notice_s=row.preemption_notice_s,
+        slices_per_gpu=app_settings.mps_slices_per_gpu(),
+    )
+
+
+def pending_of(job: Job) -> PendingJob:
+    return PendingJob(
+        id=job.pk,
+        project=job.project.slug,
+        owner=str(job.owner_id),
+        submitted_at=job.submitted_at,
+        gpus=job.gpus,
+        slices=job.mps_slices,
+        gpu_type=job.gpu_type or None,
+        priority=PRIORITY_RANK.get(Priority(job.priority), 0),
+        preemptible=job.preemptible,
+        max_runtime_s=job.max_runtime_minutes * 60,
+        held=job.held,
+        front=job.queue_front,
+    )
+
+
+def running_of(job: Job, now: datetime) -> RunningJob:
+    return RunningJob(
+        id=job.pk,
+        project=job.project.slug,
+        owner=str(job.owner_id),
+        node=job.node or job.planned_node,
+        started_at=job.started_at or job.admitted_at or now,
+        gpus=job.gpus,
+        slices=job.mps_slices,
+        gpu_type=job.gpu_type or None,
+        max_runtime_s=job.max_runtime_minutes * 60,
+        borrowing=job.borrowing,
+        preemptible=job.preemptible,
+    )
+
+
+def _grants(now: datetime) -> dict[int, list[Grant]]:
+    out: dict[int, list[Grant]] = {}
+    rows = QuotaGrant.objects.filter(status=GrantStatus.APPROVED, until__gt=now)
+    for g in rows:
+        out.setdefault(g.project_id, []).append(Grant(g.pk, g.gpus, g.slices, g.until, g.starts_at))
+    return out
+
+
+def _caps() -> dict[int, dict[str, UserCap]]:
+    out: dict[int, dict[str, UserCap]] = {}
+    for c in UserCapRow.objects.all():
+        cap = UserCap(
+            c.gpus if c.gpus is not None else UNLIMITED,
+            c.mps_slices if c.mps_slices is not None else UNLIMITED,
+            c.max_concurrent_jobs if c.max_concurrent_jobs is not None else UNLIMITED,
+        )
+        out.setdefault(c.project_id, {})[str(c.user_id)] = cap
+    return out
+
+
+def project_quotas(now: datetime) -> dict[str, ProjectQuota]:
+    grants, caps = _grants(now), _caps()
+    types: dict[int, dict[str, int]] = {}
+    for limit in GpuTypeLimit.objects.all():
+        types.setdefault(limit.quota_id, {})[limit.gpu_type] = limit.gpus
+    out = {}
+    for q in Quota.objects.select_related("project").filter(project__is_active=True):
+        out[q.project.slug] = ProjectQuota(
+            project=q.project.slug,
+            gpus=q.gpus,
+            slices=q.mps_slices,
+            max_concurrent_jobs=q.max_concurrent_jobs,
+            gpu_types=types.get(q.pk, {}),
+            user_caps=caps.get(q.project_id, {}),
+            grants=tuple(grants.get(q.project_id, ())),
+        )
+    return out
+
+
+def _notices(running: list[Job]) -> tuple[PreemptionNotice, ...]:
+    return tuple(
+        PreemptionNotice(
+            j.pk, j.preempt_for or 0, j.preempt_notice_at or j.preempt_deadline, j.preempt_deadline
+        )
+        for j in running
+        if j.preempt_deadline is not None
+    )
+
+
+def _reserved(active: list[Job], bound: set[str]) -> dict[str, tuple[int, int]]:
+    out: dict[str, tuple[int, int]] = {}
+    for job in active:
+        if job.planned_node and str(job.uid) not in bound:
+            gpus, slices = out.get(job.planned_node, (0, 0))
+            out[job.planned_node] = (gpus + job.gpus, slices + job.mps_slices)
+    return out
+
+
+def cluster_state(*, now: datetime, live: LiveCluster) -> ClusterState:
+    """The whole input of one cycle. Call inside the admission transaction (DB reads only)."""
+    settings = queue_settings()
+    qs = Job.objects.select_related("project").defer("log_tail")
+    pending = list(qs.filter(state=JobState.QUEUED).order_by("submitted_at", "id"))
+    active = list(qs.filter(state__in=ACTIVE_STATES))
+    nodes = node_states(
+        live, reserved=_reserved(active, live.bound_job_uids()), slices_per_gpu=settings.slices_per_gpu
+    )
+    return ClusterState(
+        pending=tuple(pending_of(j) for j in pending),
+        running=tuple(running_of(j, now) for j in active),
+        nodes=nodes,
+        quotas=project_quotas(now),
+        usage=fair_share_usage(now=now, half_life_hours=settings.half_life_hours),
+        settings=settings,
+        notices=_notices(active),
+        expected_runtime_s=expected_runtimes(),
+    )
