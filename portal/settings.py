@@ -273,6 +273,12 @@ CELERY_BEAT_SCHEDULE = {
         "schedule": float(GPUPORTAL_SWEEP_SECONDS),
         "options": {"expires": GPUPORTAL_SWEEP_SECONDS * 0.9},
     },
+    # issue 5: temporary quota grants end by themselves (the queue also ignores them past `until`).
+    "workloads-grants-expire": {
+        "task": "workloads.grants_expire",
+        "schedule": 60.0,
+        "options": {"expires": 50},
+    },
 }
 # gpu: telemetry retention and rollups (read through gpu/app_settings.py).
 GPU_RAW_RETENTION_DAYS = env.int("GPU_RAW_RETENTION_DAYS", default=2)
@@ -283,7 +289,11 @@ GPU_PUSH_INTERVAL_MS = env.int("GPU_PUSH_INTERVAL_MS", default=1000)
 GPU_METRICS_TOKEN = env.str("GPU_METRICS_TOKEN", default="")
 CELERY_BEAT_SCHEDULE.update(
     {
-        "gpu-partitions": {"task": "gpu.partitions_maintain", "schedule": 3600.0, "options": {"expires": 3000}},
+        "gpu-partitions": {
+            "task": "gpu.partitions_maintain",
+            "schedule": 3600.0,
+            "options": {"expires": 3000},
+        },
         "gpu-rollup-minutes": {"task": "gpu.rollup_minutes", "schedule": 60.0, "options": {"expires": 50}},
         "gpu-rollup-hours": {"task": "gpu.rollup_hours", "schedule": 3600.0, "options": {"expires": 3000}},
         "gpu-rollups-prune": {"task": "gpu.rollups_prune", "schedule": 3600.0, "options": {"expires": 3000}},

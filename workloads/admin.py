@@ -142,3 +142,6 @@ class OrphanReportAdmin(admin.ModelAdmin):  # type: ignore[type-arg]
 class ReconcileOutboxAdmin(admin.ModelAdmin):  # type: ignore[type-arg]
     list_display = ("job", "requested_at", "published_at", "attempts")
     readonly_fields = ("job", "requested_at", "published_at", "attempts")
+
+
+from workloads import queue_admin  # noqa: E402, F401 - registers the queue, grants and settings admins

@@ -301,3 +301,12 @@ class QueueSettings(models.Model):
     def load(cls) -> QueueSettings:
         row, _ = cls.objects.get_or_create(pk=1)
         return row
+
+
+class QueuedJob(Job):
+    """The admission queue as operators see it in the admin (queued jobs in admission order)."""
+
+    class Meta:
+        proxy = True
+        verbose_name = "queued job"
+        verbose_name_plural = "admission queue"

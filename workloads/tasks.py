@@ -133,3 +133,17 @@ def notify_job(job_id: int, kind: str) -> None:
     if job.exit_code is not None:
         lines.append(f"Exit code: {job.exit_code}")
     send_mail(subject, "\n".join(lines), settings.DEFAULT_FROM_EMAIL, [job.owner.email])
+
+
+@shared_task(
+    name="workloads.grants_expire",
+    expires=50,
+    soft_time_limit=60,
+    time_limit=90,
+    ignore_result=True,
+)
+def grants_expire() -> int:
+    """Approved quota grants past their end (and undecided requests) expire by themselves, audited."""
+    from workloads.grants import grants_expire as expire
+
+    return len(expire())

@@ -7,6 +7,7 @@ from accounts.api import MembershipViewSet, MeView, ProjectViewSet, TokenViewSet
 from accounts.api_login import PasswordTokenView
 from gpu.api import GpuViewSet, IngestView, NodeViewSet
 from workloads.api import JobViewSet, TemplateViewSet
+from workloads.queue_api import GrantViewSet, UsageView
 
 router = DefaultRouter(trailing_slash=True)
 router.include_root_view = False
@@ -15,11 +16,13 @@ router.register(r"projects/(?P<project_slug>[a-z0-9-]+)/members", MembershipView
 router.register("tokens", TokenViewSet, basename="token")
 router.register("jobs", JobViewSet, basename="job")
 router.register("templates", TemplateViewSet, basename="template")
+router.register("grants", GrantViewSet, basename="grant")
 router.register("nodes", NodeViewSet, basename="node")
 router.register("gpus", GpuViewSet, basename="gpu")
 
 urlpatterns = [
     path("me/", MeView.as_view(), name="me"),
+    path("usage/", UsageView.as_view(), name="usage"),
     path("auth/token/", PasswordTokenView.as_view(), name="auth-token"),
     path("ingest/samples", IngestView.as_view(), name="ingest-samples"),  # the agent contract's path
     *router.urls,

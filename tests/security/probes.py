@@ -103,3 +103,8 @@ register_job_probes()
 from tests.gpu_e2e.tenancy_probes import register_gpu_probes  # noqa: E402
 
 register_gpu_probes()
+
+# workloads queue (issue 5): temporary quota grants and the usage history.
+from tests.security.queue_probes import register_queue_probes  # noqa: E402
+
+register_queue_probes()
