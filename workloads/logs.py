@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 import logging
-from collections.abc import Iterator
+from collections.abc import AsyncIterator, Iterator
 
+from asgiref.sync import sync_to_async
 from django.http import StreamingHttpResponse
 
 from workloads.k8s import paths
@@ -39,12 +40,27 @@ def log_lines(job: Job, *, follow: bool) -> Iterator[bytes]:
         yield from _live(job, follow)
     except K8sError as exc:
         log.info("live log of %s unavailable (%s); serving the kept tail", job, exc.status)
-        job.refresh_from_db(fields=["log_tail", "log_truncated", "log_captured"])
         yield job.log_tail.encode()
 
 
-def log_response(job: Job, *, follow: bool) -> StreamingHttpResponse:
-    response = StreamingHttpResponse(log_lines(job, follow=follow), content_type="text/plain; charset=utf-8")
+def _next_chunk(lines: Iterator[bytes]) -> bytes | None:
+    return next(lines, None)
+
+
+async def _async_lines(lines: Iterator[bytes]) -> AsyncIterator[bytes]:
+    """Hand a blocking iterator to the ASGI server one chunk at a time (Django would otherwise
+    buffer a synchronous iterator whole, and a followed log would never arrive)."""
+    while True:
+        chunk = await sync_to_async(_next_chunk, thread_sensitive=False)(lines)
+        if chunk is None:
+            return
+        yield chunk
+
+
+def log_response(job: Job, *, follow: bool, asgi: bool = False) -> StreamingHttpResponse:
+    lines = log_lines(job, follow=follow)
+    content = _async_lines(lines) if asgi else lines
+    response = StreamingHttpResponse(content, content_type="text/plain; charset=utf-8")
     response["Cache-Control"] = "no-store"
     response["X-Accel-Buffering"] = "no"
     return response

@@ -53,8 +53,23 @@ def _shared_k8s_cluster() -> Iterator[ClusterHandle]:
     yield from cluster.k8s_cluster.__wrapped__()  # type: ignore[attr-defined]
 
 
+@pytest.fixture(scope="session")
+def _nodes_reachable_by_ip(k8s_cluster: ClusterHandle) -> None:
+    """pods/log dials a node's first preferred address; kwok's nodes answer on 127.0.0.1 only, so
+    drop the Hostname address the local cluster tooling adds (it does not resolve here)."""
+    from kubernetes import config
+
+    api = config.new_client_from_config(config_file=str(k8s_cluster.kubeconfig))  # type: ignore[no-untyped-call]
+    client = RealKubeClient(api)
+    for node in (client.get("/api/v1/nodes") or {}).get("items") or []:
+        addresses = node.get("status", {}).get("addresses") or []
+        if any(a.get("type") == "Hostname" for a in addresses):
+            keep = [a for a in addresses if a.get("type") != "Hostname"]
+            client.patch(f"/api/v1/nodes/{node['metadata']['name']}/status", {"status": {"addresses": keep}})
+
+
 @pytest.fixture
-def kube(k8s_cluster: ClusterHandle) -> Iterator[RealKubeClient]:
+def kube(k8s_cluster: ClusterHandle, _nodes_reachable_by_ip: None) -> Iterator[RealKubeClient]:
     prefix = f"t{uuid.uuid4().hex[:6]}-"
     with override_settings(
         GPUPORTAL_KUBECONFIG=str(k8s_cluster.kubeconfig),

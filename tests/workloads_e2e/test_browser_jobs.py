@@ -141,3 +141,32 @@ def test_submit_watch_live_and_read_logs(
         expect(page.locator("#job-log")).to_contain_text("step 3/3 done", timeout=15000)
         browser.close()
     time.sleep(0)
+
+
+def test_a_followed_log_streams_through_asgi_while_the_job_runs(
+    world: World, kube: object, portal_server: str
+) -> None:
+    """daphne must send log lines as they come: a buffered follow would never answer."""
+    import urllib.request
+
+    from workloads import services
+
+    allow_images(world.alpha)
+    job = services.job_submit(
+        actor=world.member,
+        project=world.alpha,
+        data={"image": IMAGE, "cpu_millicores": 100, "memory_mib": 64, "simulate": {"run_seconds": 300}},
+    )
+    _drive_until(job, JobState.RUNNING)
+    client = Client()
+    client.force_login(world.member)
+    cookie = client.cookies[settings.SESSION_COOKIE_NAME].value
+    request = urllib.request.Request(  # noqa: S310 - loopback test server
+        f"{portal_server}/api/v1/jobs/{job.uid}/logs/?follow=1",
+        headers={"Cookie": f"{settings.SESSION_COOKIE_NAME}={cookie}"},
+    )
+    with urllib.request.urlopen(request, timeout=20) as response:  # noqa: S310
+        first = response.readline().decode()
+    assert "found 4 x NVIDIA GeForce RTX 5090" in first or first.strip(), first
+    services.job_cancel(actor=world.owner, job=job)
+    reconcile_job(job.pk)

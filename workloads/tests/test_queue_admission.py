@@ -1,0 +1,181 @@
+"""The admission queue through the database path (fake cluster): order, fragmentation, grants,
+borrowing and reclaim with notice. The real-cluster versions are in test_queue_cluster.py."""
+
+from __future__ import annotations
+
+from datetime import timedelta
+from typing import Any
+
+import pytest
+from django.utils import timezone
+
+from accounts.models import AuditLog, Quota, User
+from tests.fixtures.personas import World
+from workloads import cluster_sync, grants, services
+from workloads.admission import admission_pass
+from workloads.choices import JobState
+from workloads.k8s import paths
+from workloads.models import GrantStatus, Job, QueueSettings
+from workloads.queue_service import admission_cycle
+from workloads.tests.conftest import IMAGE
+from workloads.tests.fakes import FakeKube, fake_node
+
+pytestmark = pytest.mark.django_db
+
+
+def submit(user: User, project: Any, **spec: Any) -> Job:
+    return services.job_submit(actor=user, project=project, data={"image": IMAGE, "gpus": 1, **spec})
+
+
+def bind_pods(fake: FakeKube) -> None:
+    """What the scheduler does: a bound pod for every admitted job, on its planned node."""
+    for job in Job.objects.select_related("project").filter(state=JobState.ADMITTED):
+        pod = {
+            "metadata": {"name": f"{job.k8s_name}-p", "labels": {"gpuportal.dev/job-uid": str(job.uid)}},
+            "spec": {
+                "nodeName": job.planned_node,
+                "containers": [{"resources": {"requests": {"nvidia.com/gpu": str(job.gpus)}}}],
+            },
+            "status": {"phase": "Running"},
+        }
+        fake.objects[f"{paths.pods(job.namespace)}/{job.k8s_name}-p"] = pod
+
+
+def occupy(fake: FakeKube, node: str, gpus: int, name: str) -> None:
+    fake.objects[f"/api/v1/namespaces/other/pods/{name}"] = {
+        "metadata": {"name": name, "labels": {}},
+        "spec": {
+            "nodeName": node,
+            "containers": [{"resources": {"requests": {"nvidia.com/gpu": str(gpus)}}}],
+        },
+        "status": {"phase": "Running"},
+    }
+
+
+def test_priority_beats_fair_share_beats_submit_time(jobs_world: World, fake_kube: FakeKube) -> None:
+    fake_kube.nodes = [fake_node("n0", gpus=1)]
+    heavy, light = jobs_world.member, jobs_world.owner
+    past = submit(heavy, jobs_world.alpha)
+    Job.objects.filter(pk=past.pk).update(
+        state=JobState.SUCCEEDED,
+        started_at=timezone.now() - timedelta(hours=30),
+        finished_at=timezone.now() - timedelta(hours=1),
+    )
+    heavy_first = submit(heavy, jobs_world.alpha)
+    light_later = submit(light, jobs_world.alpha)
+    light_last = submit(light, jobs_world.alpha)
+    low = submit(light, jobs_world.alpha, priority="low")
+    urgent = submit(heavy, jobs_world.alpha, priority="high")
+    assert admission_pass() == [urgent.pk]
+    order = list(
+        Job.objects.filter(state=JobState.QUEUED).order_by("queue_position").values_list("pk", flat=True)
+    )
+    assert order == [light_later.pk, light_last.pk, heavy_first.pk, low.pk]
+    heavy_first.refresh_from_db()
+    assert heavy_first.queue_explanation["position_global"] == 3
+    assert "ahead" in heavy_first.queue_explanation["sentence"] or heavy_first.queue_explanation["sentence"]
+
+
+def test_a_4_gpu_job_waits_when_the_free_gpus_are_spread(jobs_world: World, fake_kube: FakeKube) -> None:
+    occupy(fake_kube, "kwok-gpu-0", 2, "a")
+    occupy(fake_kube, "kwok-gpu-1", 2, "b")
+    job = submit(jobs_world.member, jobs_world.alpha, gpus=4)
+    assert admission_pass() == []
+    job.refresh_from_db()
+    assert job.queue_explanation["code"] == "no_node"
+    assert "largest free block is 2" in job.queue_explanation["sentence"]
+    fake_kube.objects.pop("/api/v1/namespaces/other/pods/b")
+    assert admission_pass() == [job.pk]
+
+
+def test_quota_full_is_explained_and_a_grant_starts_the_job(jobs_world: World, fake_kube: FakeKube) -> None:
+    Quota.objects.filter(project=jobs_world.alpha).update(gpus=2)
+    first = submit(jobs_world.member, jobs_world.alpha, gpus=2)
+    second = submit(jobs_world.member, jobs_world.alpha, gpus=2)
+    assert admission_pass() == [first.pk]
+    second.refresh_from_db()
+    assert second.queue_explanation["code"] == "quota"
+    assert "2/2 GPUs" in second.queue_explanation["sentence"]
+    assert any("grant of +2" in h for h in second.queue_explanation["hints"])
+    now = timezone.now()
+    grant = grants.grant_request(
+        actor=jobs_world.member,
+        project=jobs_world.alpha,
+        gpus=2,
+        until=now + timedelta(hours=2),
+        reason="deadline",
+    )
+    assert admission_pass() == []  # requested, not approved
+    assert grants.grant_decide(actor=jobs_world.admin, grant=grant, approve=True)
+    assert not grants.grant_decide(actor=jobs_world.admin, grant=grant, approve=False)
+    assert admission_pass() == [second.pk]
+    assert grants.grants_expire(now=now + timedelta(hours=1)) == []
+    assert grants.grants_expire(now=now + timedelta(hours=3)) == [grant.pk]
+    grant.refresh_from_db()
+    assert grant.status == GrantStatus.EXPIRED
+    actions = set(AuditLog.objects.filter(object_id=str(grant.pk)).values_list("action", flat=True))
+    assert {"grant.request", "grant.approve", "grant.expire"} <= actions
+
+
+def test_a_borrower_is_preempted_with_notice_and_resumes(
+    jobs_world: World,
+    fake_kube: FakeKube,
+    monkeypatch: pytest.MonkeyPatch,
+    django_capture_on_commit_callbacks: Any,
+) -> None:
+    from workloads import tasks
+
+    sent: list[tuple[int, str]] = []
+    monkeypatch.setattr(tasks.notify_job, "delay", lambda job_id, kind: sent.append((job_id, kind)))
+    QueueSettings.objects.update_or_create(pk=1, defaults={"preemption_notice_s": 60})
+    Quota.objects.filter(project__in=[jobs_world.alpha, jobs_world.beta]).update(gpus=4)
+    own = submit(jobs_world.member, jobs_world.alpha, gpus=4, preemptible=True)
+    borrower = submit(jobs_world.member, jobs_world.alpha, gpus=4, preemptible=True)
+    assert admission_pass() == [own.pk, borrower.pk]
+    assert Job.objects.get(pk=borrower.pk).borrowing
+    for job_id in (own.pk, borrower.pk):
+        cluster_sync.job_reconcile(job_id=job_id, client=fake_kube)
+    bind_pods(fake_kube)
+    lender = submit(jobs_world.outsider, jobs_world.beta, gpus=4)
+    now = timezone.now()
+    with django_capture_on_commit_callbacks(execute=True):
+        assert admission_cycle(client=fake_kube, now=now) == []
+    assert [(j, k[:20]) for j, k in sent] == [(borrower.pk, "will be preempted at")]
+    borrower.refresh_from_db()
+    assert borrower.preempt_deadline == now + timedelta(seconds=60)
+    assert borrower.state == JobState.ADMITTED
+    lender.refresh_from_db()
+    assert lender.queue_explanation["code"] == "reclaiming"
+    with django_capture_on_commit_callbacks(execute=True):
+        admission_cycle(client=fake_kube, now=now + timedelta(seconds=61))
+    assert sent[-1][0] == borrower.pk and "preempted" in sent[-1][1]
+    borrower.refresh_from_db()
+    assert borrower.state == JobState.PREEMPTED
+    cluster_sync.job_reconcile(job_id=borrower.pk, client=fake_kube)
+    assert fake_kube.objects[paths.job("gp-alpha", borrower.k8s_name)]["spec"]["suspend"] is True
+    fake_kube.objects.pop(f"{paths.pods('gp-alpha')}/{borrower.k8s_name}-p")  # the pod goes
+    assert admission_cycle(client=fake_kube, now=now + timedelta(seconds=62)) == [lender.pk]
+    borrower.refresh_from_db()
+    assert (borrower.state, borrower.queue_front) == (JobState.QUEUED, True)
+    bind_pods(fake_kube)
+    Job.objects.filter(pk=lender.pk).update(state=JobState.SUCCEEDED, finished_at=timezone.now())
+    fake_kube.objects.pop(f"{paths.pods('gp-beta')}/{lender.k8s_name}-p")
+    assert admission_cycle(client=fake_kube, now=now + timedelta(seconds=63)) == [borrower.pk]
+    cluster_sync.job_reconcile(job_id=borrower.pk, client=fake_kube)
+    assert fake_kube.objects[paths.job("gp-alpha", borrower.k8s_name)]["spec"]["suspend"] is False
+
+
+def test_operators_hold_release_and_move_to_front(jobs_world: World, fake_kube: FakeKube) -> None:
+    fake_kube.nodes = [fake_node("n0", gpus=1)]
+    a, b = submit(jobs_world.member, jobs_world.alpha), submit(jobs_world.member, jobs_world.alpha)
+    assert grants.queue_action(actor=jobs_world.admin, job_ids=[a.pk], action="hold") == 1
+    assert admission_pass() == [b.pk]
+    a.refresh_from_db()
+    assert a.queue_explanation["code"] == "held"
+    with pytest.raises(Exception, match="operators"):
+        grants.queue_action(actor=jobs_world.member, job_ids=[a.pk], action="release")
+    c = submit(jobs_world.member, jobs_world.alpha)
+    grants.queue_action(actor=jobs_world.admin, job_ids=[a.pk], action="release")
+    grants.queue_action(actor=jobs_world.admin, job_ids=[c.pk], action="front")
+    Job.objects.filter(pk=b.pk).update(state=JobState.SUCCEEDED, finished_at=timezone.now())
+    assert admission_pass() == [c.pk]
