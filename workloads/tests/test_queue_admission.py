@@ -148,7 +148,8 @@ def test_a_borrower_is_preempted_with_notice_and_resumes(
     assert lender.queue_explanation["code"] == "reclaiming"
     with django_capture_on_commit_callbacks(execute=True):
         admission_cycle(client=fake_kube, now=now + timedelta(seconds=61))
-    assert sent[-1][0] == borrower.pk and "preempted" in sent[-1][1]
+    assert sent[-1][0] == borrower.pk
+    assert "preempted" in sent[-1][1]
     borrower.refresh_from_db()
     assert borrower.state == JobState.PREEMPTED
     cluster_sync.job_reconcile(job_id=borrower.pk, client=fake_kube)
