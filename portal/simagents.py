@@ -47,13 +47,17 @@ def gpu_uuid(node: str, index: int) -> str:
 
 
 def assign(jobs: list[Job], gpus: list[SimGpu]) -> None:
-    """Place running jobs on GPUs: whole GPUs in order, MPS jobs on the first GPU (pure, deterministic)."""
+    """Place running jobs: whole GPUs from the first free one, MPS jobs together on the last free one
+    (pure and deterministic, so the map shows the same picture on every tick)."""
     for gpu in gpus:
         gpu.procs = []
     free = list(range(len(gpus)))
     for job in jobs:
         pod = job.pod_name or f"{job.k8s_name}-sim"
-        wanted = [free.pop(0) for _ in range(min(job.gpus, len(free)))] if job.gpus else [0]
+        if job.gpus:
+            wanted = [free.pop(0) for _ in range(min(job.gpus, len(free)))]
+        else:
+            wanted = [free[-1] if free else len(gpus) - 1]
         for index in wanted:
             share = (job.mps_slices or 4) / 8 if not job.gpus else 0.6
             gpus[index].procs.append(
