@@ -113,6 +113,20 @@ def node_reconcile_enqueue(*, node: Node) -> None:
     transaction.on_commit(lambda: current_app.send_task("workloads.reconcile_node", args=[node_id]))
 
 
+def node_sweep() -> int:
+    """The periodic safety net (a lost enqueue must not lose a cordon): re-send the node task for every
+    node whose cordon differs from the operators' intent, and once for the shared sharing ConfigMap.
+    Level-triggered and idempotent, so sending too often only costs a GET."""
+    live = Node.objects.filter(deleted=False)
+    nodes = [node for node in live.exclude(desired_cordoned=None) if node.needs_cordon_change]
+    first = live.filter(gpus__isnull=False).order_by("pk").first()
+    if first is not None and first not in nodes:
+        nodes.append(first)
+    for node in nodes:
+        node_reconcile_enqueue(node=node)
+    return len(nodes)
+
+
 def _actor(actor: User | None) -> User | None:
     return actor if isinstance(actor, User) else None
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from celery import shared_task
 
-from gpu import retention
+from gpu import retention, services
 
 
 @shared_task(
@@ -17,6 +17,13 @@ from gpu import retention
 )
 def partitions_maintain() -> dict[str, list[str]]:
     return retention.partitions_maintain()
+
+
+@shared_task(
+    name="gpu.nodes_sweep", expires=50, soft_time_limit=60, time_limit=90, ignore_result=True, queue="celery"
+)
+def nodes_sweep() -> int:
+    return services.node_sweep()
 
 
 @shared_task(

@@ -297,6 +297,7 @@ CELERY_BEAT_SCHEDULE.update(
         "gpu-rollup-minutes": {"task": "gpu.rollup_minutes", "schedule": 60.0, "options": {"expires": 50}},
         "gpu-rollup-hours": {"task": "gpu.rollup_hours", "schedule": 3600.0, "options": {"expires": 3000}},
         "gpu-rollups-prune": {"task": "gpu.rollups_prune", "schedule": 3600.0, "options": {"expires": 3000}},
+        "gpu-nodes-sweep": {"task": "gpu.nodes_sweep", "schedule": 60.0, "options": {"expires": 50}},
     }
 )
 # Unacked tasks of a killed worker come back after this (Redis transport); keep it above the

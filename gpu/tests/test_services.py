@@ -94,3 +94,16 @@ def test_out_of_service_gpus_are_flagged_for_the_plugin(world: World) -> None:
     gpu = make_gpus(node, 1)[0]
     services.gpu_set_in_service(gpu=gpu, in_service=False, actor=world.admin)
     assert plugin_config(node=node)["gpus"][gpu.uuid] == {"mode": "exclusive", "in_service": False}
+
+
+def test_the_sweep_resends_nodes_whose_cordon_drifted(django_capture_on_commit_callbacks: Any) -> None:
+    drifted, settled = make_node("n-drift"), make_node("n-ok")
+    make_gpus(settled, 1)
+    Node.objects.filter(pk=drifted.pk).update(desired_cordoned=True, cordoned=False)
+    Node.objects.filter(pk=settled.pk).update(desired_cordoned=True, cordoned=True)
+    with (
+        mock.patch("gpu.services.current_app.send_task") as send,
+        django_capture_on_commit_callbacks(execute=True),
+    ):
+        assert services.node_sweep() == 2  # the drifted node, and one run for the sharing ConfigMap
+    assert {call.kwargs["args"][0] for call in send.call_args_list} == {drifted.pk, settled.pk}
