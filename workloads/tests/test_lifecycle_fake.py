@@ -151,3 +151,14 @@ def test_rerun_with_edits_keeps_the_rest(jobs_world: World) -> None:
     job = submit(jobs_world, args=["--lr", "0.1"])
     again = services.job_rerun(actor=jobs_world.member, job=job, edits={"gpus": 2})
     assert (again.gpus, again.args, again.rerun_of) == (2, ["--lr", "0.1"], job)
+
+
+def test_a_cancel_racing_the_create_leaves_no_cluster_job(jobs_world: World, fake_kube: FakeKube) -> None:
+    job = submit(jobs_world)
+    stale = Job.objects.get(pk=job.pk)  # a reconcile that read the row before the cancel committed
+    services.job_cancel(actor=jobs_world.owner, job=job)
+    reconcile_job(job.pk)  # the cancel's reconcile: nothing to delete yet
+    from workloads.k8s.reconcilers.job import JobReconciler
+
+    JobReconciler(stale, fake_kube).run()  # the stale one creates, sees the cancel, deletes again
+    assert paths.job("gp-alpha", job.k8s_name) not in fake_kube.objects

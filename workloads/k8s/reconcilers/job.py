@@ -87,6 +87,9 @@ class JobReconciler(Reconciler[Job]):
         current = self.current()
         if current is None and job.created_in_cluster_at is None and not job.is_terminal:
             self.create(self.desired())
+            if Job.objects.filter(pk=job.pk, state=JobState.CANCELLED).exists():
+                self._cancel(force=True)  # cancelled while we were creating: take it back
+                return
             current = self.current()
         elif current is None:
             self._missing()
@@ -122,9 +125,9 @@ class JobReconciler(Reconciler[Job]):
             job_note(job=job, reason=reason[:120], message=reason)
         outbox_done(job.pk)
 
-    def _cancel(self) -> None:
+    def _cancel(self, *, force: bool = False) -> None:
         job = self.owner
-        if job.deleted_in_cluster_at is None:
+        if force or job.deleted_in_cluster_at is None:
             if job.pod_name and not job.log_captured:
                 capture_log(job, self.client)
             self.delete()
