@@ -61,13 +61,17 @@ def merge(old: GroupMessage | None, new: GroupMessage) -> GroupMessage:
 class Coalescer:
     """A per-key throttle on an asyncio loop (used here and by the consumers): a token bucket.
 
-    Tokens come at one per `interval` and the bucket holds BURST of them, so the long-run rate is at
-    most one frame per interval while a 1 Hz producer's jitter (a batch 50 ms early) passes without
-    waiting; a plain "1 s since the last send" throttle would hold such a frame for almost a second.
-    Messages offered while waiting are merged (newest frame per GPU wins) and go out together.
+    The bucket holds BURST tokens and refills at REFILL tokens per `interval`. A 1 Hz source (an agent
+    batch per second) passes without waiting even with jitter, where a plain "1 s since the last send"
+    throttle would hold a slightly early frame for almost a second. The refill is a bit faster than
+    one per interval on purpose: at exactly the source's rate, the deficit left by one late-then-early
+    pair of batches would never drain and would become a permanent lag (measured: ~400 ms behind for
+    good). A faster source is merged down to at most REFILL frames per interval (newest frame per GPU
+    wins), which is what bounds the cluster view fed by every node.
     """
 
     BURST = 1.5
+    REFILL = 1.25
 
     def __init__(self, interval: float, send: Sender, loop: asyncio.AbstractEventLoop) -> None:
         self.interval, self.send, self.loop = interval, send, loop
@@ -78,14 +82,16 @@ class Coalescer:
     def _tokens(self, slot: tuple[str, str]) -> float:
         now = self.loop.time()
         tokens, at = self._bucket.get(slot, (self.BURST, now))
-        return min(self.BURST, tokens + (now - at) / self.interval) if self.interval > 0 else self.BURST
+        if self.interval <= 0:
+            return self.BURST
+        return min(self.BURST, tokens + (now - at) * self.REFILL / self.interval)
 
     def offer(self, key: str, message: GroupMessage) -> None:
         slot = (key, message["type"])
         scheduled = slot in self._pending
         self._pending[slot] = merge(self._pending.get(slot), message)
         if not scheduled:
-            wait = max(0.0, (1.0 - self._tokens(slot)) * self.interval)
+            wait = max(0.0, (1.0 - self._tokens(slot)) * self.interval / self.REFILL)
             self.loop.call_later(wait, self._fire, slot)
 
     def _fire(self, slot: tuple[str, str]) -> None:
