@@ -42,7 +42,8 @@ def max_clock_skew_s() -> int:
 
 
 def push_interval_s() -> float:
-    """At most one frame per view and per group in this many seconds."""
+    """About one frame per view and per group in this many seconds (broadcast.Coalescer: a 1 Hz source
+    passes as is, a faster one is merged down to at most 1.25 frames per interval)."""
     return float(_get("GPU_PUSH_INTERVAL_MS", 1000)) / 1000.0
 
 

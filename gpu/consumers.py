@@ -5,7 +5,7 @@ refused), joins one group named by a broadcast.py function, sends a snapshot fro
 then forwards `gpu.samples` / `node.state` messages. These consumers are async, against the
 default of rule 19, because each socket coalesces its own outgoing frames to at most one per
 interval on the event loop (`broadcast.Coalescer`): several web replicas may publish into one
-group, and a view must still get at most 1 frame/s. The ORM is reached via database_sync_to_async.
+group, and a view must still get about 1 frame/s. The ORM is reached via database_sync_to_async.
 """
 
 from __future__ import annotations
