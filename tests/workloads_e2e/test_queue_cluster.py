@@ -46,51 +46,6 @@ def _in_thread(fn: Any, errors: list[BaseException]) -> threading.Thread:
     return threading.Thread(target=run)
 
 
-def test_t13_concurrent_submits_never_exceed_the_quota(cluster_world: World, kube: RealKubeClient) -> None:
-    world, errors, peaks = cluster_world, [], []
-    reconcile_namespace(world.alpha.pk)
-
-    def submits() -> None:
-        for _ in range(25):
-            services.job_submit(actor=world.member, project=world.alpha, data=SPEC)
-
-    def admits() -> None:
-        for _ in range(15):
-            admission_pass()
-            peaks.append(quota_usage(project=world.alpha)["gpus"])
-
-    threads = [_in_thread(f, errors) for f in (submits, submits, admits, admits)]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join(timeout=300)
-    assert not errors, errors
-    admission_pass()
-    active = Job.objects.filter(project=world.alpha, state__in=ACTIVE_STATES)
-    assert max([*peaks, 0]) <= 8
-    assert sum(j.gpus for j in active) == quota_usage(project=world.alpha)["gpus"] == 8
-    assert Job.objects.filter(project=world.alpha).count() == 50
-    for job in active:
-        reconcile_job(job.pk)
-    ns = world.alpha.namespace
-
-    def quota_used() -> bool:
-        rq = kube.get(paths.resource_quota(ns, "portal-quota")) or {}
-        return bool(((rq.get("status") or {}).get("used") or {}).get("requests.nvidia.com/gpu") == "8")
-
-    wait_for(quota_used, 120, "8 GPUs in use in the namespace ResourceQuota")
-    with pytest.raises(K8sError, match="exceeded quota"):
-        kube.create(paths.pods(ns), _gpu_pod(f"intruder-{uuid.uuid4().hex[:6]}", 1))
-    waiting = (
-        Job.objects.filter(project=world.alpha, state=JobState.QUEUED).order_by("queue_position").first()
-    )
-    assert waiting is not None
-    assert waiting.queue_explanation["code"] in ("quota", "behind_head")
-    head = Job.objects.filter(project=world.alpha, state=JobState.QUEUED, queue_position__isnull=False)
-    assert any("quota 8/8 GPUs" in j.queue_explanation["sentence"] for j in head)
-    kube.delete(paths.namespace(ns))  # free the nodes for the next test
-
-
 def _gpu_pod(name: str, gpus: int, node: str = "") -> dict[str, Any]:
     res = {"nvidia.com/gpu": str(gpus), "cpu": "100m", "memory": "64Mi"}
     container = {
@@ -137,3 +92,48 @@ def test_a_4_gpu_job_waits_on_two_half_free_nodes(cluster_world: World, kube: Re
         assert "largest free block is 2" in big.queue_explanation["sentence"]
     finally:
         kube.delete(paths.namespace(ns))
+
+
+def test_t13_concurrent_submits_never_exceed_the_quota(cluster_world: World, kube: RealKubeClient) -> None:
+    world, errors, peaks = cluster_world, [], []
+    reconcile_namespace(world.alpha.pk)
+
+    def submits() -> None:
+        for _ in range(25):
+            services.job_submit(actor=world.member, project=world.alpha, data=SPEC)
+
+    def admits() -> None:
+        for _ in range(15):
+            admission_pass()
+            peaks.append(quota_usage(project=world.alpha)["gpus"])
+
+    threads = [_in_thread(f, errors) for f in (submits, submits, admits, admits)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(timeout=300)
+    assert not errors, errors
+    admission_pass()
+    active = Job.objects.filter(project=world.alpha, state__in=ACTIVE_STATES)
+    assert max([*peaks, 0]) <= 8
+    assert sum(j.gpus for j in active) == quota_usage(project=world.alpha)["gpus"] == 8
+    assert Job.objects.filter(project=world.alpha).count() == 50
+    for job in active:
+        reconcile_job(job.pk)
+    ns = world.alpha.namespace
+
+    def quota_used() -> bool:
+        rq = kube.get(paths.resource_quota(ns, "portal-quota")) or {}
+        return bool(((rq.get("status") or {}).get("used") or {}).get("requests.nvidia.com/gpu") == "8")
+
+    wait_for(quota_used, 120, "8 GPUs in use in the namespace ResourceQuota")
+    with pytest.raises(K8sError, match="exceeded quota"):
+        kube.create(paths.pods(ns), _gpu_pod(f"intruder-{uuid.uuid4().hex[:6]}", 1))
+    waiting = (
+        Job.objects.filter(project=world.alpha, state=JobState.QUEUED).order_by("queue_position").first()
+    )
+    assert waiting is not None
+    assert waiting.queue_explanation["code"] in ("quota", "behind_head")
+    head = Job.objects.filter(project=world.alpha, state=JobState.QUEUED, queue_position__isnull=False)
+    assert any("quota 8/8 GPUs" in j.queue_explanation["sentence"] for j in head)
+    kube.delete(paths.namespace(ns))  # free the nodes for the next test
