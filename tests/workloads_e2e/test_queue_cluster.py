@@ -95,7 +95,9 @@ def test_a_4_gpu_job_waits_on_two_half_free_nodes(cluster_world: World, kube: Re
 
 
 def test_t13_concurrent_submits_never_exceed_the_quota(cluster_world: World, kube: RealKubeClient) -> None:
-    world, errors, peaks = cluster_world, [], []
+    world = cluster_world
+    errors: list[BaseException] = []
+    peaks: list[int] = []
     reconcile_namespace(world.alpha.pk)
 
     def submits() -> None:
