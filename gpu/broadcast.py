@@ -20,7 +20,8 @@ import time
 from collections.abc import Callable, Coroutine
 from typing import Any, cast
 
-from channels.layers import get_channel_layer
+from asgiref.sync import async_to_sync
+from channels.layers import InMemoryChannelLayer, get_channel_layer
 
 from gpu import app_settings
 from gpu.messages import GpuFrame, GroupMessage, NodeFrame, NodeStateMessage, SamplesMessage
@@ -130,6 +131,13 @@ class Publisher:
             log.exception("group_send to %s failed", group)
 
     def publish(self, group: str, message: GroupMessage) -> None:
+        layer = get_channel_layer()
+        if isinstance(layer, InMemoryChannelLayer):
+            # Embedded mode: the layer's queues belong to the server's own event loop, so send there
+            # (async_to_sync from a request thread goes back to it); consumers still coalesce per view.
+            message["sent_at"] = time.time()
+            async_to_sync(layer.group_send)(group, cast("dict[str, Any]", message))
+            return
         coalescer = self._start()
         coalescer.loop.call_soon_threadsafe(coalescer.offer, group, message)
 
