@@ -21,6 +21,7 @@ from accounts.models import Project, User
 from workloads.choices import JobState
 from workloads.models import GrantStatus, Job, QuotaGrant
 from workloads.services import require_submitter
+from workloads.signals import namespace_refresh
 
 MAX_GRANT = timedelta(days=31)
 
@@ -99,6 +100,8 @@ def grant_decide(
                 after={"status": status},
                 request=request,
             )
+            if approve:
+                namespace_refresh(grant.project_id)
     grant.refresh_from_db()
     return bool(moved)
 
@@ -122,7 +125,24 @@ def grants_expire(*, now: datetime | None = None) -> list[int]:
                     after={"status": GrantStatus.EXPIRED},
                 )
                 done.append(grant.pk)
+                if grant.status == GrantStatus.APPROVED:
+                    namespace_refresh(grant.project_id)
     return done
+
+
+def grants_started(*, since: datetime, now: datetime | None = None) -> list[int]:
+    """Projects whose approved grant began in (since, now]: their ResourceQuota grows now."""
+    now = now or timezone.now()
+    ids = sorted(
+        set(
+            QuotaGrant.objects.filter(
+                status=GrantStatus.APPROVED, starts_at__gt=since, starts_at__lte=now, until__gt=now
+            ).values_list("project_id", flat=True)
+        )
+    )
+    for project_id in ids:
+        namespace_refresh(project_id)
+    return ids
 
 
 QUEUE_ACTIONS: dict[str, dict[str, Any]] = {

@@ -23,6 +23,11 @@ def _enqueue_namespace(project_id: int) -> None:
         log.warning("could not enqueue namespace reconcile of project %s", project_id, exc_info=True)
 
 
+def namespace_refresh(project_id: int) -> None:
+    """After commit, re-apply the project's namespace (its ResourceQuota follows grants and borrowing)."""
+    transaction.on_commit(lambda: _enqueue_namespace(project_id))
+
+
 @receiver(post_save, sender=Quota, dispatch_uid="workloads.quota_saved")
 def quota_saved(sender: type[Quota], instance: Quota, **kwargs: Any) -> None:
     project_id = instance.project_id

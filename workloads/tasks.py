@@ -143,7 +143,15 @@ def notify_job(job_id: int, kind: str) -> None:
     ignore_result=True,
 )
 def grants_expire() -> int:
-    """Approved quota grants past their end (and undecided requests) expire by themselves, audited."""
-    from workloads.grants import grants_expire as expire
+    """Approved quota grants past their end (and undecided requests) expire by themselves, audited;
+    grants that began since the last run (every 60 s; 2 min look-back, re-applying is idempotent)
+    raise their project's ResourceQuota."""
+    from datetime import timedelta
 
+    from django.utils import timezone
+
+    from workloads.grants import grants_expire as expire
+    from workloads.grants import grants_started
+
+    grants_started(since=timezone.now() - timedelta(minutes=2))
     return len(expire())

@@ -18,6 +18,7 @@ from accounts.models import User
 from workloads import broadcast
 from workloads.choices import ALLOWED_TRANSITIONS, TERMINAL_STATES, EventKind, JobState
 from workloads.models import Job, JobEvent
+from workloads.signals import namespace_refresh
 
 NOTIFY_ON = {JobState.RUNNING: "started", JobState.SUCCEEDED: "succeeded", JobState.FAILED: "failed"}
 
@@ -84,6 +85,8 @@ def job_transition(
         )
         _after_commit(job.pk, to)
     job.refresh_from_db()
+    if job.borrowing and to != JobState.RUNNING:  # admitted, preempted or ended: the quota backstop moves
+        namespace_refresh(job.project_id)
     return True
 
 

@@ -163,10 +163,14 @@ def build_namespace(project: Project) -> JSON:
     }
 
 
-def build_resource_quota(project: Project, quota: Quota) -> JSON:
+def build_resource_quota(
+    project: Project, quota: Quota, *, extra_gpus: int = 0, extra_slices: int = 0
+) -> JSON:
+    """The namespace backstop. `extra_*`: active approved grants plus the project's admitted borrowing
+    jobs, so the API server accepts every pod the portal's admission (the real gate) let through."""
     hard = {
-        f"requests.{GPU}": str(quota.gpus),
-        f"requests.{GPU_SHARED}": str(quota.mps_slices),
+        f"requests.{GPU}": str(quota.gpus + extra_gpus),
+        f"requests.{GPU_SHARED}": str(quota.mps_slices + extra_slices),
         "requests.cpu": f"{quota.cpu_millicores}m",
         "requests.memory": f"{quota.memory_mib}Mi",
         "limits.memory": f"{quota.memory_mib}Mi",

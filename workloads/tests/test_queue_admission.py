@@ -180,3 +180,66 @@ def test_operators_hold_release_and_move_to_front(jobs_world: World, fake_kube: 
     grants.queue_action(actor=jobs_world.admin, job_ids=[c.pk], action="front")
     Job.objects.filter(pk=b.pk).update(state=JobState.SUCCEEDED, finished_at=timezone.now())
     assert admission_pass() == [c.pk]
+
+
+def _hard_gpus(fake: FakeKube, namespace: str) -> str:
+    rq = fake.objects[paths.resource_quota(namespace, "portal-quota")]
+    return str(rq["spec"]["hard"]["requests.nvidia.com/gpu"])
+
+
+def test_resource_quota_counts_active_grants_and_admitted_borrowers(
+    jobs_world: World,
+    fake_kube: FakeKube,
+    monkeypatch: pytest.MonkeyPatch,
+    django_capture_on_commit_callbacks: Any,
+) -> None:
+    from workloads import signals, tasks
+    from workloads.k8s import builders
+    from workloads.k8s.reconcilers.namespace import ResourceQuotaReconciler
+
+    refreshed: list[int] = []
+    monkeypatch.setattr(signals, "_enqueue_namespace", refreshed.append)
+    monkeypatch.setattr(tasks.notify_job, "delay", lambda *a: None)
+    Quota.objects.filter(project__in=[jobs_world.alpha, jobs_world.beta]).update(gpus=2, mps_slices=4)
+    alpha = jobs_world.alpha
+    quota = Quota.objects.get(project=alpha)
+    now = timezone.now()
+    grant = grants.grant_request(
+        actor=jobs_world.member, project=alpha, gpus=1, slices=2, until=now + timedelta(hours=2)
+    )
+    later = grants.grant_request(
+        actor=jobs_world.member,
+        project=alpha,
+        gpus=5,
+        starts_at=now + timedelta(hours=1),
+        until=now + timedelta(hours=3),
+    )
+    assert ResourceQuotaReconciler(alpha, fake_kube).desired() == builders.build_resource_quota(alpha, quota)
+    with django_capture_on_commit_callbacks(execute=True):
+        assert grants.grant_decide(actor=jobs_world.admin, grant=grant, approve=True)
+        assert grants.grant_decide(actor=jobs_world.admin, grant=later, approve=True)  # not started: no GPUs
+    assert refreshed == [alpha.pk, alpha.pk]
+    own = submit(jobs_world.member, alpha, gpus=2)
+    borrower = submit(jobs_world.member, alpha, gpus=2, preemptible=True)
+    with django_capture_on_commit_callbacks(execute=True):
+        assert admission_pass() == [own.pk, borrower.pk]
+    assert Job.objects.get(pk=borrower.pk).borrowing
+    assert refreshed == [alpha.pk] * 3  # the borrower's admission
+    assert ResourceQuotaReconciler(alpha, fake_kube).desired() == builders.build_resource_quota(
+        alpha, quota, extra_gpus=1 + 2, extra_slices=2
+    )
+    cluster_sync.job_reconcile(job_id=borrower.pk, client=fake_kube)  # un-suspend raises the quota first
+    assert _hard_gpus(fake_kube, alpha.namespace) == "5"
+    with django_capture_on_commit_callbacks(execute=True):
+        services.job_cancel(actor=jobs_world.member, job=Job.objects.get(pk=borrower.pk))
+    assert refreshed == [alpha.pk] * 4  # the borrower ended
+    cluster_sync.namespace_reconcile(project_id=alpha.pk, client=fake_kube)
+    assert _hard_gpus(fake_kube, alpha.namespace) == "3"
+    assert grants.grants_started(since=now - timedelta(minutes=2), now=now + timedelta(minutes=61)) == [
+        alpha.pk
+    ]
+    with django_capture_on_commit_callbacks(execute=True):
+        assert sorted(grants.grants_expire(now=now + timedelta(hours=3))) == sorted([grant.pk, later.pk])
+    assert refreshed[-1] == alpha.pk
+    cluster_sync.namespace_reconcile(project_id=alpha.pk, client=fake_kube)
+    assert _hard_gpus(fake_kube, alpha.namespace) == "2"

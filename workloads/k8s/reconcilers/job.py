@@ -26,7 +26,7 @@ from workloads.k8s.client import KubeClient
 from workloads.k8s.errors import K8sError
 from workloads.k8s.faults import fault_point
 from workloads.k8s.reconcilers.base import NeedsUpdate, Obj, Reconciler
-from workloads.k8s.reconcilers.namespace import reconcile_namespace
+from workloads.k8s.reconcilers.namespace import reconcile_namespace, reconcile_quota
 from workloads.k8s.status import Observation, observe
 from workloads.models import Job, JobEvent, ProjectVolume
 from workloads.transitions import job_note, job_transition
@@ -57,10 +57,17 @@ class JobReconciler(Reconciler[Job]):
         if bool((current.get("spec") or {}).get("suspend")) != self.want_suspended():
             raise NeedsUpdate
 
+    def _quota_first(self) -> None:
+        """A borrowing job's GPUs are above the base quota: raise the ResourceQuota before its pods."""
+        if self.owner.borrowing and not self.want_suspended():
+            reconcile_quota(self.owner.project, self.client)
+
     def update(self, current: Obj, desired: Obj) -> Obj:
+        self._quota_first()
         return self.client.patch(self.path, {"spec": {"suspend": self.want_suspended()}})
 
     def create(self, desired: Obj) -> Obj | None:
+        self._quota_first()
         try:
             created = self.client.create(self.collection, desired)
         except K8sError as exc:

@@ -6,10 +6,16 @@ idempotent and an operator's quota change in the admin simply re-applies the Res
 
 from __future__ import annotations
 
+from django.db.models import Sum
+from django.db.models.functions import Coalesce
+from django.utils import timezone
+
 from accounts.models import Project, Quota
+from workloads.choices import ACTIVE_STATES
 from workloads.k8s import builders, paths
 from workloads.k8s.client import KubeClient
 from workloads.k8s.reconcilers.base import NeedsUpdate, Obj, Reconciler
+from workloads.models import GrantStatus, Job, QuotaGrant
 
 
 def _subset(want: Obj, have: Obj) -> bool:
@@ -41,6 +47,24 @@ class NamespaceReconciler(_Applied):
         return builders.build_namespace(self.owner)
 
 
+def quota_extra(project: Project) -> tuple[int, int]:
+    """GPUs and slices above the base quota that admission may have let through: active approved
+    grants plus the project's admitted/running borrowing jobs."""
+    now = timezone.now()
+    grants = QuotaGrant.objects.filter(
+        project=project, status=GrantStatus.APPROVED, starts_at__lte=now, until__gt=now
+    ).aggregate(g=Coalesce(Sum("gpus"), 0), s=Coalesce(Sum("slices"), 0))
+    borrowed = Job.objects.filter(project=project, borrowing=True, state__in=ACTIVE_STATES).aggregate(
+        g=Coalesce(Sum("gpus"), 0), s=Coalesce(Sum("mps_slices"), 0)
+    )
+    return grants["g"] + borrowed["g"], grants["s"] + borrowed["s"]
+
+
+def reconcile_quota(project: Project, client: KubeClient) -> None:
+    """Converge the ResourceQuota alone (a grant or a borrowing job changed)."""
+    ResourceQuotaReconciler(project, client).up()
+
+
 class ResourceQuotaReconciler(_Applied):
     kind = "ResourceQuota"
 
@@ -50,7 +74,10 @@ class ResourceQuotaReconciler(_Applied):
 
     def desired(self) -> Obj:
         quota = Quota.objects.filter(project=self.owner).first() or Quota(project=self.owner)
-        return builders.build_resource_quota(self.owner, quota)
+        extra_gpus, extra_slices = quota_extra(self.owner)
+        return builders.build_resource_quota(
+            self.owner, quota, extra_gpus=extra_gpus, extra_slices=extra_slices
+        )
 
     def reconcile(self, current: Obj, desired: Obj) -> None:
         if (current.get("spec") or {}).get("hard") != desired["spec"]["hard"]:
