@@ -103,6 +103,12 @@ DATABASES = {"default": env.db("DATABASE_URL", default=f"sqlite:///{VAR_DIR / 'p
 DATABASES["default"]["ATOMIC_REQUESTS"] = True
 DATABASES["default"]["CONN_MAX_AGE"] = env.int("CONN_MAX_AGE", default=0)
 EMBEDDED = DATABASES["default"]["ENGINE"].endswith("sqlite3")
+if EMBEDDED:
+    # One process, several threads (web, worker, controller): WAL and immediate transactions avoid
+    # "database is locked" between readers and the writer.
+    DATABASES["default"]["OPTIONS"] = {
+        "init_command": "PRAGMA journal_mode=WAL;", "transaction_mode": "IMMEDIATE", "timeout": 30,
+    }
 
 REDIS_URL = env.str("REDIS_URL", default="")
 if PRODUCTION and not REDIS_URL:

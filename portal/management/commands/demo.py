@@ -1,9 +1,11 @@
-"""`manage.py demo`: the embedded portal on one machine, with demo accounts, printed sign-in details."""
+"""`manage.py demo`: the embedded portal on one machine, with a local simulated GPU cluster, demo
+accounts, a queue of demo jobs, simulated node agents, and printed sign-in details."""
 
 from __future__ import annotations
 
 import os
 import secrets
+import threading
 from typing import Any
 
 from allauth.account.models import EmailAddress
@@ -16,7 +18,8 @@ from accounts.choices import Role
 from accounts.models import Membership, Project, Quota, User
 
 OPERATOR_EMAIL = "operator@example.com"
-RESEARCHER_EMAIL = "researcher@example.com"
+RESEARCHERS = ("researcher@example.com", "student@example.com")
+DEMO_IMAGE = ("registry.example.com", "team/train")
 
 
 def _ensure_user(email: str, *, staff: bool) -> tuple[User, str]:
@@ -25,35 +28,113 @@ def _ensure_user(email: str, *, staff: bool) -> tuple[User, str]:
     user.is_staff = user.is_superuser = staff
     user.set_password(password)
     user.save()
-    EmailAddress.objects.update_or_create(user=user, email=email, defaults={"verified": True, "primary": True})
+    EmailAddress.objects.update_or_create(
+        user=user, email=email, defaults={"verified": True, "primary": True}
+    )
     return user, password
 
 
 @transaction.atomic
-def seed() -> dict[str, str]:
-    operator, op_password = _ensure_user(OPERATOR_EMAIL, staff=True)
-    researcher, r_password = _ensure_user(RESEARCHER_EMAIL, staff=False)
+def seed() -> tuple[Project, dict[str, str]]:
+    from workloads.models import ImageRule
+
+    passwords = {OPERATOR_EMAIL: _ensure_user(OPERATOR_EMAIL, staff=True)[1]}
     project, _ = Project.objects.get_or_create(slug="vision-lab", defaults={"name": "Vision lab"})
     Quota.objects.update_or_create(project=project, defaults={"gpus": 6, "mps_slices": 8})
-    Membership.objects.get_or_create(project=project, user=researcher, defaults={"role": Role.MANAGER})
-    return {OPERATOR_EMAIL: op_password, RESEARCHER_EMAIL: r_password}
+    ImageRule.objects.get_or_create(project=project, registry=DEMO_IMAGE[0], repository=DEMO_IMAGE[1])
+    for index, email in enumerate(RESEARCHERS):
+        user, passwords[email] = _ensure_user(email, staff=False)
+        role = Role.MANAGER if index == 0 else Role.MEMBER
+        Membership.objects.get_or_create(project=project, user=user, defaults={"role": role})
+    return project, passwords
+
+
+def submit_demo_jobs(project: Project) -> int:
+    """More GPU jobs than the quota holds, so a queue with positions and reasons forms."""
+    from workloads.models import Job
+    from workloads.services import job_submit
+
+    if Job.objects.filter(project=project).exists():
+        return 0
+    image = f"{DEMO_IMAGE[0]}/{DEMO_IMAGE[1]}:1.0"
+    count = 0
+    for index, email in enumerate([*RESEARCHERS, *RESEARCHERS, *RESEARCHERS, RESEARCHERS[0]]):
+        actor = User.objects.get(email=email)
+        data = {
+            "name": f"train-{index}",
+            "image": image,
+            "gpus": 1 + index % 2,
+            "max_runtime_minutes": 30,
+            "command": ["python", "train.py"],
+            "simulate": {"run_seconds": 90 + 30 * index},
+        }
+        job_submit(actor=actor, project=project, data=data)
+        count += 1
+    return count
 
 
 class Command(BaseCommand):
-    help = "Run the portal on embedded defaults with demo accounts (make demo)."
+    help = "Run the portal on embedded defaults with a local simulated GPU cluster (make demo)."
 
     def add_arguments(self, parser: Any) -> None:
         parser.add_argument("--port", type=int, default=int(os.environ.get("PORT", "8000")))
-        parser.add_argument("--no-serve", action="store_true", help="Prepare and print, then exit.")
+        parser.add_argument("--nodes", type=int, default=2, help="simulated GPU nodes (4 GPUs each)")
+        parser.add_argument("--no-cluster", action="store_true", help="portal only, no Kubernetes")
+        parser.add_argument("--no-serve", action="store_true", help="prepare and print, then exit")
 
     def handle(self, *args: Any, **options: Any) -> None:
         settings.VAR_DIR.mkdir(parents=True, exist_ok=True)
         call_command("migrate", verbosity=0, interactive=False)
-        passwords = seed()
+        project, passwords = seed()
         url = f"http://127.0.0.1:{options['port']}/"
+        if not options["no_cluster"] and not options["no_serve"]:
+            self._run_with_cluster(project, options, url, passwords)
+            return
+        self._print(url, passwords)
+        if not options["no_serve"]:
+            call_command("runserver", f"127.0.0.1:{options['port']}", use_reloader=False)
+
+    def _run_with_cluster(
+        self, project: Project, options: dict[str, Any], url: str, passwords: dict[str, str]
+    ) -> None:
+        from portal import embedded
+        from portal.localcluster import start_cluster, stop_cluster
+
+        self.stdout.write("starting the local Kubernetes cluster (real control plane, kwok GPU nodes) ...")
+        handle = start_cluster(name="gpuportal-demo", nodes=options["nodes"])
+        settings.GPUPORTAL_KUBECONFIG = str(handle.kubeconfig)
+        settings.GPUPORTAL_JOB_SIMULATION = True  # demo jobs "run" for the time they ask, in kwok
+        stop = threading.Event()
+        try:
+            with embedded.worker_thread():
+                embedded.start_background(stop)
+                self.stdout.write(f"submitted {submit_demo_jobs(project)} demo jobs into project vision-lab")
+                threading.Thread(target=_sim_agents, args=(url, stop), name="sim-agents", daemon=True).start()
+                self._print(url, passwords)
+                kubectl = f"KUBECONFIG={handle.kubeconfig} {handle.bin_dir}/kubectl get pods -A"
+                self.stdout.write(f"  see the cluster: {kubectl}\n")
+                call_command("runserver", f"127.0.0.1:{options['port']}", use_reloader=False)
+        finally:
+            stop.set()
+            stop_cluster(handle.name, handle.run_dir)
+
+    def _print(self, url: str, passwords: dict[str, str]) -> None:
         self.stdout.write(self.style.SUCCESS(f"\nGPU portal demo at {url}"))
         for email, password in passwords.items():
             self.stdout.write(f"  sign in as {email} / {password}")
-        self.stdout.write("  the operator is asked to set up TOTP two-factor authentication before the admin opens.\n")
-        if not options["no_serve"]:
-            call_command("runserver", f"127.0.0.1:{options['port']}", use_reloader=False)
+        self.stdout.write(
+            "  the operator is asked to set up TOTP two-factor authentication before the admin opens."
+        )
+
+
+def _sim_agents(url: str, stop: threading.Event) -> None:
+    """Simulated node agents, once the controller's node watch has mirrored the nodes."""
+    from gpu.models import Node
+    from portal.simagents import start_sim_agents
+
+    while not Node.objects.filter(deleted=False, gpu_count__gt=0).exists():
+        if stop.wait(1.0):
+            return
+    agents = start_sim_agents(url)
+    stop.wait()
+    agents.stop()
