@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import os
 import secrets
+import signal
+import sys
 import threading
 from typing import Any
 
@@ -105,6 +107,8 @@ class Command(BaseCommand):
         settings.GPUPORTAL_KUBECONFIG = str(handle.kubeconfig)
         settings.GPUPORTAL_JOB_SIMULATION = True  # demo jobs "run" for the time they ask, in kwok
         stop = threading.Event()
+        # SIGTERM ends the demo like Ctrl-C, so the cluster below is always deleted.
+        signal.signal(signal.SIGTERM, lambda signum, frame: sys.exit(0))
         try:
             with embedded.worker_thread():
                 embedded.start_background(stop)
