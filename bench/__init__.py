@@ -1,1 +1,1 @@
-"""Side-by-side benchmarks (shared/design/benchmarks.md): each one measures ours and a reference in one run."""
+"""Side-by-side benchmarks (shared/design/benchmarks.md): ours and a reference, measured in one run."""
