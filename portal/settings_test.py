@@ -17,3 +17,5 @@ if not os.environ.get("REDIS_URL"):
 PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]  # speed; never in production
 EMAIL_BACKEND = "django.core.mail.backends.locmem.EmailBackend"
 DATABASES["default"]["ATOMIC_REQUESTS"] = True  # noqa: F405
+# Two test sessions on one server (two developers, or a helper and CI) need their own database.
+DATABASES["default"]["TEST"] = {"NAME": os.environ.get("GPUPORTAL_TEST_DB", "test_portal")}  # noqa: F405
