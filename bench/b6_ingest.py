@@ -44,7 +44,7 @@ def bench_database(suffix: str = "bench") -> Iterator[str]:
     bench_url = urlunparse(parts._replace(path=f"/{name}"))
     os.environ["DATABASE_URL"] = bench_url
     try:
-        _django_setup()
+        _django_setup(name)
         yield bench_url
     finally:
         from django.db import connections
@@ -55,12 +55,17 @@ def bench_database(suffix: str = "bench") -> Iterator[str]:
             conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
 
 
-def _django_setup() -> None:
+def _django_setup(name: str) -> None:
     import django
+    from django.conf import settings
     from django.core.management import call_command
+    from django.db import connections
 
     os.environ.setdefault("DJANGO_SETTINGS_MODULE", "portal.settings")
     django.setup()
+    # A second benchmark in the same run: settings were read once, so point them at the new database.
+    connections.close_all()
+    settings.DATABASES["default"]["NAME"] = name
     call_command("migrate", verbosity=0, interactive=False)
 
 
