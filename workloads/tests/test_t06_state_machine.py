@@ -1,0 +1,343 @@
+"""T06: a Hypothesis state machine over the job lifecycle against real Postgres and the fake cluster.
+
+Rules: submit, cancel, complete, fail, preempt (borrowing with a 0 s notice, or forced), grant approve,
+an injected 409 on create, a 410 on the watch (the controller's relist path with forgotten versions),
+duplicate delivery (the same reconcile twice) and a crash before the ack (a reconcile step, then the
+same step again from the outbox). `kubelet` plays the Job controller and scheduler: a pod for every
+un-suspended Job, none for a suspended or deleted one.
+
+Invariants: at most one Kubernetes Job per portal job; every recorded transition is an edge of
+ALLOWED_TRANSITIONS and every observed state change a path in it; the quota in use equals the GPUs of
+admitted unfinished jobs; after `settle` (kubelet, reconcile all, admission pass, until quiet) the
+portal agrees with the cluster.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections import Counter
+from collections.abc import Collection
+from datetime import timedelta
+from typing import Any
+
+import pytest
+from django.core.exceptions import ValidationError
+from django.utils import timezone
+from hypothesis import settings
+from hypothesis import strategies as st
+from hypothesis.stateful import RuleBasedStateMachine, invariant, rule, run_state_machine_as_test
+
+from accounts.models import Quota
+from tests.fixtures.personas import World
+from workloads import cluster_sync, controller, grants, services
+from workloads.admission import admission_pass
+from workloads.choices import ACTIVE_STATES, ALLOWED_TRANSITIONS, TERMINAL_STATES, JobState
+from workloads.k8s import builders, paths
+from workloads.k8s.client import set_client
+from workloads.k8s.errors import K8sError
+from workloads.models import Job, JobEvent, QueueSettings, QuotaGrant
+from workloads.queue_service import job_preempt
+from workloads.selectors import quota_usage
+from workloads.tests.conftest import IMAGE
+from workloads.tests.fakes import FakeKube
+
+pytestmark = pytest.mark.django_db
+
+
+def _reachable() -> dict[str, set[str]]:
+    """Transitive closure of the forward graph (a job may take several steps between two looks)."""
+    reach = {s: set(t) for s, t in ALLOWED_TRANSITIONS.items()}
+    changed = True
+    while changed:
+        changed = False
+        for targets in reach.values():
+            more = set().union(*(reach.get(t, set()) for t in targets)) - targets
+            if more:
+                targets |= more
+                changed = True
+    return reach
+
+
+REACH = _reachable()
+REACHED: set[str] = set()  # every state some example reached: the machine must exercise them all
+
+
+class FaultyKube(FakeKube):
+    """The fake cluster, with a 409 on the next create on demand (the object exists: a lost reply)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.conflict_next_create = False
+
+    def create(self, path: str, body: dict[str, Any], *, dry_run: bool = False) -> dict[str, Any] | None:
+        created = super().create(path, body, dry_run=dry_run)
+        if self.conflict_next_create and not dry_run:
+            self.conflict_next_create = False
+            raise K8sError(409, "AlreadyExists")
+        return created
+
+    def k8s_jobs(self) -> dict[str, list[dict[str, Any]]]:
+        out: dict[str, list[dict[str, Any]]] = {}
+        for path, obj in self.objects.items():
+            if path.startswith("/apis/batch/v1/namespaces/") and "/jobs/" in path:
+                uid = obj["metadata"].get("labels", {}).get(builders.UID_LABEL, "")
+                out.setdefault(uid, []).append(obj)
+        return out
+
+
+def _done(obj: dict[str, Any]) -> str:
+    for cond in (obj.get("status") or {}).get("conditions") or []:
+        if cond.get("status") == "True" and cond.get("type") in ("Complete", "Failed"):
+            return str(cond["type"])
+    return ""
+
+
+def make_machine(world: World) -> type[RuleBasedStateMachine]:
+    users = {world.alpha.pk: world.member, world.beta.pk: world.outsider}
+
+    class T06(RuleBasedStateMachine):
+        def __init__(self) -> None:
+            super().__init__()
+            self.fake = FaultyKube()
+            set_client(self.fake)
+            JobEvent.objects.all().delete()
+            Job.objects.all().delete()
+            QuotaGrant.objects.all().delete()
+            Quota.objects.filter(project__in=[world.alpha, world.beta]).update(gpus=2, mps_slices=0)
+            QueueSettings.objects.update_or_create(
+                pk=1, defaults={"preemption_notice_s": 0, "borrowing_enabled": True}
+            )
+            self.seen: dict[int, str] = {}
+
+        def teardown(self) -> None:
+            set_client(None)
+
+        # helpers ---------------------------------------------------------------------------
+        def jobs(self, states: Collection[str] | None = None) -> list[Job]:
+            qs = Job.objects.select_related("project").order_by("pk")
+            return list(qs.filter(state__in=states) if states is not None else qs)
+
+        def reconcile(self, job_id: int) -> None:
+            with contextlib.suppress(K8sError):  # the task would retry; a later step or settle converges
+                cluster_sync.job_reconcile(job_id=job_id, client=self.fake)
+
+        def kubelet(self) -> None:
+            """Job controller + scheduler + kubelet: one Running pod per un-suspended live Job."""
+            live = {uid: objs[0] for uid, objs in self.fake.k8s_jobs().items()}
+            for path in [p for p in self.fake.objects if "/pods/" in p]:
+                pod = self.fake.objects[path]
+                uid = pod["metadata"]["labels"].get(builders.UID_LABEL, "")
+                owner = live.get(uid)
+                if owner is None or (owner["spec"].get("suspend") and not _done(owner)):
+                    del self.fake.objects[path]
+            for uid, obj in live.items():
+                if obj["spec"].get("suspend") or _done(obj):
+                    continue
+                job = Job.objects.filter(uid=uid).first()
+                if job is None:
+                    continue
+                path = f"{paths.pods(job.namespace)}/{job.k8s_name}-p"
+                if path not in self.fake.objects:
+                    self.fake.objects[path] = {
+                        "metadata": {
+                            "name": f"{job.k8s_name}-p",
+                            "labels": {builders.UID_LABEL: uid},
+                            "creationTimestamp": timezone.now().isoformat(),
+                        },
+                        "spec": {
+                            "nodeName": job.planned_node or "kwok-gpu-0",
+                            "containers": [{"resources": {"requests": {"nvidia.com/gpu": str(job.gpus)}}}],
+                        },
+                        "status": {"phase": "Running", "startTime": timezone.now().isoformat()},
+                    }
+
+        def finish(self, job: Job, ok: bool) -> None:
+            obj = self.fake.objects.get(paths.job(job.namespace, job.k8s_name))
+            pod = self.fake.objects.get(f"{paths.pods(job.namespace)}/{job.k8s_name}-p")
+            if obj is None or pod is None or obj["spec"].get("suspend"):
+                return
+            now = timezone.now().isoformat()
+            kind = "Complete" if ok else "Failed"
+            obj["status"] = {"conditions": [{"type": kind, "status": "True", "lastTransitionTime": now}]}
+            pod["status"] = {
+                "phase": "Succeeded" if ok else "Failed",
+                "containerStatuses": [{"state": {"terminated": {"exitCode": 0 if ok else 3}}}],
+            }
+            self.fake._bump(obj)
+            self.reconcile(job.pk)
+
+        # rules -----------------------------------------------------------------------------
+        @rule(alpha=st.booleans(), gpus=st.integers(1, 2), preemptible=st.booleans())
+        def submit(self, alpha: bool, gpus: int, preemptible: bool) -> None:
+            project = world.alpha if alpha else world.beta
+            data = {"image": IMAGE, "gpus": gpus, "preemptible": preemptible}
+            services.job_submit(actor=users[project.pk], project=project, data=data)
+
+        @rule(pick=st.integers(0, 50))
+        def cancel(self, pick: int) -> None:
+            live = self.jobs(set(JobState) - TERMINAL_STATES)
+            if live:
+                job = live[pick % len(live)]
+                with contextlib.suppress(ValidationError):  # ended meanwhile
+                    services.job_cancel(actor=users[job.project_id], job=job)
+                self.reconcile(job.pk)
+
+        @rule(pick=st.integers(0, 50), ok=st.booleans())
+        def complete_or_fail(self, pick: int, ok: bool) -> None:
+            running = self.jobs(ACTIVE_STATES)
+            if running:
+                job = running[pick % len(running)]
+                self.reconcile(job.pk)  # the cluster catches up first: un-suspended, a pod
+                self.kubelet()
+                self.finish(job, ok)
+
+        @rule()
+        def admit(self) -> None:
+            admission_pass()
+
+        @rule()
+        def cluster_step(self) -> None:
+            self.kubelet()
+
+        @rule(pick=st.integers(0, 50))
+        def force_preempt(self, pick: int) -> None:
+            active = self.jobs(ACTIVE_STATES)
+            if active:
+                job = active[pick % len(active)]
+                job_preempt(job_id=job.pk)
+                self.reconcile(job.pk)
+
+        @rule(alpha=st.booleans(), gpus=st.integers(1, 2))
+        def grant_approve(self, alpha: bool, gpus: int) -> None:
+            project = world.alpha if alpha else world.beta
+            grant = grants.grant_request(
+                actor=users[project.pk], project=project, gpus=gpus, until=timezone.now() + timedelta(hours=1)
+            )
+            assert grants.grant_decide(actor=world.admin, grant=grant, approve=True)
+
+        @rule(pick=st.integers(0, 50))
+        def conflict_on_create(self, pick: int) -> None:
+            fresh = [j for j in self.jobs(set(JobState) - TERMINAL_STATES) if j.created_in_cluster_at is None]
+            if fresh:
+                self.fake.conflict_next_create = True
+                self.reconcile(fresh[pick % len(fresh)].pk)
+                self.fake.conflict_next_create = False
+
+        @rule()
+        def watch_gone_relist(self) -> None:
+            """410 Gone: the watcher forgets its versions and relists; every listed Job is reconciled."""
+            items = [objs[0] for objs in self.fake.k8s_jobs().values()]
+            handle = controller._relisted(controller._SeenVersions())
+            published: list[str] = []
+            orig = controller._publish
+            controller._publish = lambda task, *args: published.append(args[0])
+            try:
+                handle(items)
+            finally:
+                controller._publish = orig
+            for uid in published:
+                job_id = Job.objects.filter(uid=uid).values_list("pk", flat=True).first()
+                if job_id is not None:
+                    self.reconcile(job_id)
+
+        @rule(pick=st.integers(0, 50))
+        def duplicate_delivery(self, pick: int) -> None:
+            every = self.jobs()
+            if every:
+                job = every[pick % len(every)]
+                self.reconcile(job.pk)
+                self.reconcile(job.pk)
+
+        @rule(pick=st.integers(0, 50))
+        def crash_before_ack(self, pick: int) -> None:
+            """The step ran, the ack was lost: the broker redelivers it after an admission pass."""
+            every = self.jobs()
+            if every:
+                job = every[pick % len(every)]
+                self.reconcile(job.pk)
+                admission_pass()
+                self.reconcile(job.pk)
+
+        @rule()
+        def settle(self) -> None:
+            for _ in range(4):
+                admission_pass()
+                for job_id in cluster_sync.jobs_needing_reconcile():
+                    self.reconcile(job_id)
+                self.kubelet()
+                for job_id in cluster_sync.jobs_needing_reconcile():
+                    self.reconcile(job_id)
+            self.check_agreement()
+
+        def check_agreement(self) -> None:
+            cluster = self.fake.k8s_jobs()
+            for job in self.jobs():
+                objs = cluster.get(str(job.uid), [])
+                obj = objs[0] if objs else None
+                where = f"job {job.pk} {job.state}"
+                if job.state == JobState.CANCELLED:
+                    assert obj is None, where
+                elif job.state in (JobState.QUEUED, JobState.PREEMPTED):
+                    assert obj is None or obj["spec"].get("suspend") is True, where
+                elif job.state in ACTIVE_STATES:
+                    assert obj is not None, where
+                    assert obj["spec"].get("suspend") is False, where
+                    assert not _done(obj), where
+                elif job.state == JobState.SUCCEEDED:
+                    assert obj is None or _done(obj) == "Complete", where
+                elif job.state == JobState.FAILED:
+                    assert obj is None or _done(obj) != "Complete", where
+            for project in (world.alpha, world.beta):  # bound pods hold exactly the quota in use
+                pods = [
+                    o
+                    for p, o in self.fake.objects.items()
+                    if p.startswith(paths.pods(project.namespace) + "/")
+                    and o["status"].get("phase") == "Running"
+                ]
+                held = sum(
+                    int(p["spec"]["containers"][0]["resources"]["requests"]["nvidia.com/gpu"]) for p in pods
+                )
+                assert held == quota_usage(project=project)["gpus"], project.slug
+
+        # invariants ------------------------------------------------------------------------
+        @invariant()
+        def one_cluster_job_per_portal_job(self) -> None:
+            counts = Counter({uid: len(objs) for uid, objs in self.fake.k8s_jobs().items()})
+            assert all(n <= 1 for n in counts.values()), counts
+
+        @invariant()
+        def states_only_move_forward(self) -> None:
+            for old, new in JobEvent.objects.exclude(to_state="").values_list("from_state", "to_state"):
+                if old == "" and new == JobState.QUEUED:
+                    continue  # the submit
+                assert new in ALLOWED_TRANSITIONS.get(old, frozenset()), (old, new)
+            for pk, state in Job.objects.values_list("pk", "state"):
+                before = self.seen.get(pk)
+                assert before is None or before == state or state in REACH.get(before, set()), (
+                    pk,
+                    before,
+                    state,
+                )
+                self.seen[pk] = state
+                REACHED.add(state)
+
+        @invariant()
+        def quota_in_use_is_admitted_unfinished(self) -> None:
+            for project in (world.alpha, world.beta):
+                want = sum(j.gpus for j in Job.objects.filter(project=project) if j.state in ACTIVE_STATES)
+                assert quota_usage(project=project)["gpus"] == want
+
+    return T06
+
+
+def test_t06_lifecycle_state_machine(jobs_world: World, monkeypatch: pytest.MonkeyPatch) -> None:
+    from workloads import tasks
+
+    monkeypatch.setattr(tasks.notify_job, "delay", lambda *a: None)
+    machine = make_machine(jobs_world)
+    REACHED.clear()
+    run_state_machine_as_test(
+        machine, settings=settings(max_examples=40, stateful_step_count=25, deadline=None)
+    )
+    missing = {str(state) for state in JobState} - REACHED
+    assert not missing, missing
