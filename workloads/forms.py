@@ -72,3 +72,19 @@ class SubmitForm(forms.Form):
         if run is not None or code is not None:
             data["simulate"] = {"run_seconds": run, "exit_code": code}
         return data
+
+
+class GrantRequestForm(forms.Form):
+    """A temporary quota grant request (workloads.grants.grant_request decides what is allowed)."""
+
+    gpus = forms.IntegerField(min_value=0, max_value=64, initial=1, label="GPUs")
+    slices = forms.IntegerField(min_value=0, max_value=256, initial=0, label="MPS slices")
+    starts_at = forms.DateTimeField(
+        required=False,
+        widget=forms.DateTimeInput(attrs={"type": "datetime-local"}),
+        help_text="UTC; empty: now.",
+    )
+    until = forms.DateTimeField(
+        widget=forms.DateTimeInput(attrs={"type": "datetime-local"}), help_text="UTC; at most 31 days."
+    )
+    reason = forms.CharField(max_length=300, required=False, widget=forms.Textarea(attrs={"rows": 2}))

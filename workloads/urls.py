@@ -8,4 +8,5 @@ urlpatterns = [
     path("<uuid:uid>/", views.job_detail, name="detail"),
     path("<uuid:uid>/cancel/", views.job_cancel, name="cancel"),
     path("<uuid:uid>/rerun/", views.job_rerun, name="rerun"),
+    path("projects/<slug:slug>/usage/", views.project_usage, name="project_usage"),
 ]

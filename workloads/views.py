@@ -13,10 +13,11 @@ from django.views.decorators.http import require_POST
 
 from accounts.choices import ROLES_THAT_SUBMIT
 from accounts.models import User
-from accounts.selectors import project_list, project_role
-from workloads import app_settings, selectors, services
-from workloads.forms import SubmitForm
-from workloads.models import Job
+from accounts.selectors import project_get, project_list, project_role
+from workloads import app_settings, grants, selectors, services
+from workloads.forms import GrantRequestForm, SubmitForm
+from workloads.models import Job, QuotaGrant
+from workloads.usage import chart_data, usage_history
 
 
 def _user(request: HttpRequest) -> User:
@@ -37,7 +38,8 @@ def job_list(request: HttpRequest) -> HttpResponse:
     user = _user(request)
     state = request.GET.get("state") or None
     jobs = selectors.job_list(user=user, state=state, project=request.GET.get("project") or None)[:200]
-    return render(request, "workloads/job_list.html", {"jobs": jobs, "state": state})
+    context = {"jobs": jobs, "state": state, "projects": project_list(user=user)}
+    return render(request, "workloads/job_list.html", context)
 
 
 def _apply_errors(form: SubmitForm, exc: ValidationError) -> None:
@@ -98,3 +100,43 @@ def job_cancel(request: HttpRequest, uid: str) -> HttpResponse:
 def job_rerun(request: HttpRequest, uid: str) -> HttpResponse:
     job = _act(request, uid, "rerun")
     return redirect("workloads:detail", uid=job.uid)
+
+
+@login_required
+def project_usage(request: HttpRequest, slug: str) -> HttpResponse:
+    """GPU-hours per user per day (last 30 days), the CSV link, and the grant request form."""
+    user = _user(request)
+    project = project_get(user=user, slug=slug)
+    form = GrantRequestForm(request.POST or None)
+    if request.method == "POST" and form.is_valid():
+        data = form.cleaned_data
+        try:
+            grant = grants.grant_request(
+                actor=user,
+                project=project,
+                gpus=data["gpus"],
+                slices=data["slices"],
+                starts_at=data["starts_at"],
+                until=data["until"],
+                reason=data["reason"],
+                request=request,
+            )
+        except ValidationError as exc:
+            for field, errors in exc.message_dict.items():
+                form.add_error(field if field in form.fields else None, errors)
+        else:
+            messages.success(
+                request, f"Requested +{grant.gpus} GPUs / +{grant.slices} slices; an operator decides."
+            )
+            return redirect("workloads:project_usage", slug=project.slug)
+    rows = usage_history(jobs=Job.objects.filter(project=project), group="user", days=30)
+    context = {
+        "project": project,
+        "form": form,
+        "data": chart_data(rows, group="user"),
+        "can_request": user.is_staff or project_role(user=user, project=project) in ROLES_THAT_SUBMIT,
+        "grants": QuotaGrant.objects.filter(project=project)[:20],
+    }
+    return render(
+        request, "workloads/project_usage.html", context, status=400 if request.method == "POST" else 200
+    )
