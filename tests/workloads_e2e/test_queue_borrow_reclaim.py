@@ -9,6 +9,7 @@ called inline (no worker).
 
 from __future__ import annotations
 
+import contextlib
 import uuid
 from typing import Any
 
@@ -126,5 +127,12 @@ def test_borrow_then_reclaim_then_resume(cluster_world: World, kube: RealKubeCli
         states = list(borrower.events.exclude(to_state="").values_list("to_state", flat=True))
         assert states[-4:] == ["preempted", "queued", "admitted", "running"]
     finally:
-        for ns in (fill_ns, a.namespace, b.namespace):
+        spaces = (fill_ns, a.namespace, b.namespace)
+        for ns in spaces:
             kube.delete(paths.namespace(ns))
+
+        def gone() -> bool:  # free the nodes for the next test
+            return not any(((kube.get(paths.pods(ns)) or {}).get("items") or []) for ns in spaces)
+
+        with contextlib.suppress(TimeoutError):
+            wait_for(gone, 120, "the test's pods gone")

@@ -1,10 +1,10 @@
 """T06: a Hypothesis state machine over the job lifecycle against real Postgres and the fake cluster.
 
 Rules: submit, cancel, complete, fail, preempt (borrowing with a 0 s notice, or forced), grant approve,
-an injected 409 on create, a 410 on the watch (the controller's relist path with forgotten versions),
-duplicate delivery (the same reconcile twice) and a crash before the ack (a reconcile step, then the
-same step again from the outbox). `kubelet` plays the Job controller and scheduler: a pod for every
-un-suspended Job, none for a suspended or deleted one.
+an injected 409 on create, a 503 on the next call, a 410 on the watch (the controller's relist path
+with forgotten versions), duplicate delivery (the same reconcile twice) and a crash before the ack (a
+reconcile step, an admission pass, then the same step again). `kubelet` plays the Job controller and
+scheduler: a pod for every un-suspended Job, none for a suspended or deleted one.
 
 Invariants: at most one Kubernetes Job per portal job; every recorded transition is an edge of
 ALLOWED_TRANSITIONS and every observed state change a path in it; the quota in use equals the GPUs of
@@ -15,6 +15,7 @@ portal agrees with the cluster.
 from __future__ import annotations
 
 import contextlib
+import os
 from collections import Counter
 from collections.abc import Collection
 from datetime import timedelta
@@ -68,6 +69,20 @@ class FaultyKube(FakeKube):
     def __init__(self) -> None:
         super().__init__()
         self.conflict_next_create = False
+        self.unavailable_next = False
+
+    def _maybe_5xx(self) -> None:
+        if self.unavailable_next:
+            self.unavailable_next = False
+            raise K8sError(503, "Service Unavailable")
+
+    def get(self, path: str, query: dict[str, str] | None = None) -> dict[str, Any] | None:
+        self._maybe_5xx()
+        return super().get(path, query)
+
+    def patch(self, path: str, body: dict[str, Any], *, apply: bool = False) -> dict[str, Any]:
+        self._maybe_5xx()
+        return super().patch(path, body, apply=apply)
 
     def create(self, path: str, body: dict[str, Any], *, dry_run: bool = False) -> dict[str, Any] | None:
         created = super().create(path, body, dry_run=dry_run)
@@ -223,6 +238,15 @@ def make_machine(world: World) -> type[RuleBasedStateMachine]:
                 self.reconcile(fresh[pick % len(fresh)].pk)
                 self.fake.conflict_next_create = False
 
+        @rule(pick=st.integers(0, 50))
+        def unavailable_5xx(self, pick: int) -> None:
+            """The API server answers 503 to the next call of a reconcile (the task would retry)."""
+            every = self.jobs()
+            if every:
+                self.fake.unavailable_next = True
+                self.reconcile(every[pick % len(every)].pk)
+                self.fake.unavailable_next = False
+
         @rule()
         def watch_gone_relist(self) -> None:
             """410 Gone: the watcher forgets its versions and relists; every listed Job is reconciled."""
@@ -336,8 +360,11 @@ def test_t06_lifecycle_state_machine(jobs_world: World, monkeypatch: pytest.Monk
     monkeypatch.setattr(tasks.notify_job, "delay", lambda *a: None)
     machine = make_machine(jobs_world)
     REACHED.clear()
+    # CI default: 40 x 25 (about a minute). The T06 target (reliability.md): 500 x 50, via the env.
+    examples = int(os.environ.get("GPUPORTAL_T06_EXAMPLES", "40"))
+    steps = int(os.environ.get("GPUPORTAL_T06_STEPS", "25"))
     run_state_machine_as_test(
-        machine, settings=settings(max_examples=40, stateful_step_count=25, deadline=None)
+        machine, settings=settings(max_examples=examples, stateful_step_count=steps, deadline=None)
     )
     missing = {str(state) for state in JobState} - REACHED
     assert not missing, missing
