@@ -24,7 +24,7 @@ from accounts.choices import TokenScope
 from accounts.models import Project
 from accounts.selectors import project_list
 from workloads import logs, selectors, services
-from workloads.choices import JobState
+from workloads.choices import JobState, Priority
 from workloads.models import Job, JobEvent, JobTemplate
 from workloads.queue_selectors import queue_summary
 
@@ -115,7 +115,7 @@ class SpecSerializer(serializers.Serializer[Any]):
     cpu_millicores = serializers.IntegerField(required=False)
     memory_mib = serializers.IntegerField(required=False)
     volumes = serializers.ListField(child=serializers.DictField(), required=False)
-    priority = serializers.ChoiceField(choices=["low", "normal", "high"], required=False)
+    priority = serializers.ChoiceField(choices=Priority.choices, required=False)
     max_runtime_minutes = serializers.IntegerField(required=False)
     preemptible = serializers.BooleanField(required=False)
 

@@ -14,7 +14,6 @@ from hypothesis import strategies as st
 
 from accounts.models import Project
 from tests.workloads_e2e.conftest import _nodes_reachable_by_ip as _nodes_reachable_by_ip
-from tests.workloads_e2e.conftest import k8s_cluster as k8s_cluster
 from tests.workloads_e2e.conftest import kube as kube
 from workloads.k8s import builders, paths
 from workloads.k8s.client import RealKubeClient

@@ -1,56 +1,26 @@
 """Fixtures for the jobs tests against the real local control plane, Postgres and Redis.
 
+The cluster is the run-wide `k8s_cluster` of tests/fixtures/cluster.py (one cluster per session).
+
 Each test gets its own namespace prefix, so namespaces (and the orphan check) never mix tests.
 """
 
 from __future__ import annotations
 
-import os
 import time
 import uuid
-import warnings
 from collections.abc import Callable, Iterator
-from pathlib import Path
 from typing import Any, TypeVar
 
 import pytest
 from django.test import override_settings
 
-from portal.localcluster import ClusterHandle, bin_dir, run_dir
+from portal.localcluster import ClusterHandle
 from tests.fixtures.personas import World
 from workloads.k8s.client import RealKubeClient, set_client
 from workloads.tests.conftest import allow_images
 
 T = TypeVar("T")
-
-
-@pytest.fixture(scope="session")
-def k8s_cluster(request: pytest.FixtureRequest) -> Iterator[ClusterHandle]:
-    """Reuse the cluster at $GPUPORTAL_KUBECONFIG when it answers /version, else the shared fixture.
-
-    (The shared fixture's readiness probe parses /readyz as JSON, which is plain "ok"; this keeps
-    these tests runnable against an already-started cluster until that is fixed.)
-    """
-    reuse = os.environ.get("GPUPORTAL_KUBECONFIG", "")
-    if reuse and Path(reuse).is_file():
-        from kubernetes import config
-
-        try:
-            api = config.new_client_from_config(config_file=reuse)  # type: ignore[no-untyped-call]
-            RealKubeClient(api, timeout=5).get("/version")
-        except Exception as exc:
-            warnings.warn(f"GPUPORTAL_KUBECONFIG does not answer ({exc}); starting a cluster", stacklevel=1)
-        else:
-            yield ClusterHandle("external", Path(reuse), run_dir(), bin_dir())
-            return
-    yield request.getfixturevalue("_shared_k8s_cluster")
-
-
-@pytest.fixture(scope="session")
-def _shared_k8s_cluster() -> Iterator[ClusterHandle]:
-    from tests.fixtures import cluster
-
-    yield from cluster.k8s_cluster.__wrapped__()  # type: ignore[attr-defined]
 
 
 @pytest.fixture(scope="session")
