@@ -10,6 +10,8 @@ from bench.common import Profile, Result, emit, log
 
 # Benchmark id -> module under bench/ exposing `run(profile) -> Iterable[Result]`.
 REGISTRY: dict[str, str] = {
+    "B1": "bench.b1_sync",
+    "B2": "bench.b2_watch",
     "B3": "bench.b3_admission",
     "B5": "bench.b5_agent",
     "B6": "bench.b6_ingest",
