@@ -107,7 +107,9 @@ if EMBEDDED:
     # One process, several threads (web, worker, controller): WAL and immediate transactions avoid
     # "database is locked" between readers and the writer.
     DATABASES["default"]["OPTIONS"] = {
-        "init_command": "PRAGMA journal_mode=WAL;", "transaction_mode": "IMMEDIATE", "timeout": 30,
+        "init_command": "PRAGMA journal_mode=WAL;",
+        "transaction_mode": "IMMEDIATE",
+        "timeout": 30,
     }
 
 REDIS_URL = env.str("REDIS_URL", default="")
