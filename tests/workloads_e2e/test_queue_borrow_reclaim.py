@@ -129,6 +129,8 @@ def test_borrow_then_reclaim_then_resume(cluster_world: World, kube: RealKubeCli
     finally:
         spaces = (fill_ns, a.namespace, b.namespace)
         for ns in spaces:
+            for pod in (kube.get(paths.pods(ns)) or {}).get("items") or []:
+                kube.delete(f"{paths.pods(ns)}/{pod['metadata']['name']}")
             kube.delete(paths.namespace(ns))
 
         def gone() -> bool:  # free the nodes for the next test
