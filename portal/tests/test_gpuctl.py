@@ -6,6 +6,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from django.core.cache import cache
 
 from portal import gpuctl
 from tests.fixtures.personas import PASSWORD, World
@@ -15,6 +16,7 @@ pytestmark = pytest.mark.django_db(transaction=True)
 
 @pytest.fixture
 def cli(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, live_server: Any) -> Any:
+    cache.clear()  # the token-creation throttle and login limits live in the shared Redis cache
     monkeypatch.setattr(gpuctl, "CONFIG", tmp_path / "gpuctl.json")
     monkeypatch.setenv("GPUCTL_PASSWORD", PASSWORD)
 

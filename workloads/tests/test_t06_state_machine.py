@@ -360,11 +360,13 @@ def test_t06_lifecycle_state_machine(jobs_world: World, monkeypatch: pytest.Monk
     monkeypatch.setattr(tasks.notify_job, "delay", lambda *a: None)
     machine = make_machine(jobs_world)
     REACHED.clear()
-    # CI default: 40 x 25 (about a minute). The T06 target (reliability.md): 500 x 50, via the env.
+    # CI default: 40 x 40 (about a minute and a half). The T06 target (reliability.md): 500 x 50, via the env.
     examples = int(os.environ.get("GPUPORTAL_T06_EXAMPLES", "40"))
-    steps = int(os.environ.get("GPUPORTAL_T06_STEPS", "25"))
+    steps = int(os.environ.get("GPUPORTAL_T06_STEPS", "40"))
     run_state_machine_as_test(
-        machine, settings=settings(max_examples=examples, stateful_step_count=steps, deadline=None)
+        machine,
+        # Derandomized: the same examples every run, so the coverage check below is stable in CI.
+        settings=settings(max_examples=examples, stateful_step_count=steps, deadline=None, derandomize=True),
     )
     missing = {str(state) for state in JobState} - REACHED
     assert not missing, missing
