@@ -25,18 +25,22 @@ from workloads.models import Job
 log = logging.getLogger(__name__)
 # Declared retries (style rule 9): transient API errors only, with backoff and jitter.
 K8S_RETRY = (K8sTransientError,)
+# The options every Kubernetes reconcile task shares (node_tasks.py uses them too).
+RECONCILE_TASK: dict[str, Any] = {
+    "autoretry_for": K8S_RETRY,
+    "retry_backoff": 1,
+    "retry_backoff_max": 30,
+    "retry_jitter": True,
+    "max_retries": 8,
+    "soft_time_limit": 60,
+    "time_limit": 90,
+    "ignore_result": True,
+}
 
 
 @shared_task(
     name="workloads.reconcile_job",
-    autoretry_for=K8S_RETRY,
-    retry_backoff=1,
-    retry_backoff_max=30,
-    retry_jitter=True,
-    max_retries=8,
-    soft_time_limit=60,
-    time_limit=90,
-    ignore_result=True,
+    **RECONCILE_TASK,
 )
 def reconcile_job(job_id: int) -> None:
     cluster_sync.job_reconcile(job_id=job_id, client=get_client())
@@ -44,14 +48,7 @@ def reconcile_job(job_id: int) -> None:
 
 @shared_task(
     name="workloads.reconcile_job_uid",
-    autoretry_for=K8S_RETRY,
-    retry_backoff=1,
-    retry_backoff_max=30,
-    retry_jitter=True,
-    max_retries=8,
-    soft_time_limit=60,
-    time_limit=90,
-    ignore_result=True,
+    **RECONCILE_TASK,
 )
 def reconcile_job_uid(uid: str) -> None:
     job_id = Job.objects.filter(uid=uid).values_list("pk", flat=True).first()
@@ -61,14 +58,7 @@ def reconcile_job_uid(uid: str) -> None:
 
 @shared_task(
     name="workloads.reconcile_namespace",
-    autoretry_for=K8S_RETRY,
-    retry_backoff=1,
-    retry_backoff_max=30,
-    retry_jitter=True,
-    max_retries=8,
-    soft_time_limit=60,
-    time_limit=90,
-    ignore_result=True,
+    **RECONCILE_TASK,
 )
 def reconcile_namespace(project_id: int) -> None:
     cluster_sync.namespace_reconcile(project_id=project_id, client=get_client())
