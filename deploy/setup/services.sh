@@ -11,19 +11,22 @@ export GPUPORTAL_REDIS_PORT="$REDIS_PORT" GPUPORTAL_PG_PORT="$PG_PORT" GPUPORTAL
 
 set -euo pipefail
 PG_BIN=$(ls -d /usr/lib/postgresql/*/bin | sort -V | tail -n1)
-PG_DATA="$RUN_DIR/pg/data"
+# Postgres runs as the `postgres` user, which may not traverse the checkout's parents (e.g. under
+# /root), so its directory lives in /var/tmp, one per port.
+PG_DIR="${GPUPORTAL_PG_DIR:-/var/tmp/gpuportal-pg-$PG_PORT}"
+PG_DATA="$PG_DIR/data"
 as_pg() { if [ "$(id -u)" = 0 ]; then runuser -u postgres -- "$@"; else "$@"; fi; }
 
 pg_up() {
-  mkdir -p "$RUN_DIR/pg"
-  [ "$(id -u)" = 0 ] && chown postgres: "$RUN_DIR/pg"
+  mkdir -p "$PG_DIR"
+  [ "$(id -u)" = 0 ] && chown postgres: "$PG_DIR"
   if [ ! -f "$PG_DATA/PG_VERSION" ]; then
     as_pg "$PG_BIN/initdb" -D "$PG_DATA" -U postgres --auth=trust -E UTF8 >/dev/null
   fi
   if ! as_pg "$PG_BIN/pg_ctl" -D "$PG_DATA" status >/dev/null 2>&1; then
     # fsync off: a throwaway test database trades durability for speed.
-    as_pg "$PG_BIN/pg_ctl" -D "$PG_DATA" -l "$RUN_DIR/pg/log" -w start \
-      -o "-p $PG_PORT -k $RUN_DIR/pg -c listen_addresses=127.0.0.1 -c fsync=off -c synchronous_commit=off -c full_page_writes=off -c max_connections=200" >/dev/null
+    as_pg "$PG_BIN/pg_ctl" -D "$PG_DATA" -l "$PG_DIR/log" -w start \
+      -o "-p $PG_PORT -k $PG_DIR -c listen_addresses=127.0.0.1 -c fsync=off -c synchronous_commit=off -c full_page_writes=off -c max_connections=200" >/dev/null
   fi
   local psql=("$PG_BIN/psql" -h 127.0.0.1 -p "$PG_PORT" -U postgres -qtA)
   "${psql[@]}" -c "select 1 from pg_roles where rolname='portal'" | grep -q 1 ||
