@@ -1,4 +1,4 @@
-"""Staff must have MFA before the admin opens (reliability S4)."""
+"""Staff must have MFA before the admin opens: it reaches every project, so a password alone is not enough."""
 
 from __future__ import annotations
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 from django.db.models import QuerySet
 from django.http import Http404
 
-from accounts.choices import Role
+from accounts.choices import ROLES_THAT_SUBMIT, Role
 from accounts.models import ApiToken, AuditLog, Membership, Project, User
 
 
@@ -26,6 +26,11 @@ def project_get(*, user: User, slug: str) -> Project:
 def project_role(*, user: User, project: Project) -> Role | None:
     role = Membership.objects.filter(project=project, user=user).values_list("role", flat=True).first()
     return Role(role) if role else None
+
+
+def can_submit(*, user: User, project: Project) -> bool:
+    """Whether the user may submit and act on jobs in the project: operators always, members by role."""
+    return user.is_staff or project_role(user=user, project=project) in ROLES_THAT_SUBMIT
 
 
 def membership_list(*, project: Project) -> QuerySet[Membership]:

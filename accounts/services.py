@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import hashlib
-import secrets
 from datetime import datetime, timedelta
 from typing import Any
 
@@ -12,6 +10,7 @@ from django.db import transaction
 from django.http import HttpRequest
 from django.utils import timezone
 
+from accounts import tokens
 from accounts.audit import audit_record, snapshot
 from accounts.choices import ROLES_THAT_MANAGE, Role, TokenScope
 from accounts.models import ApiToken, Membership, Project, Quota, User
@@ -151,8 +150,8 @@ def quota_update(
 
 
 def token_digest(secret: str) -> str:
-    # The secret has 256 bits of entropy, so a fast hash is safe; a slow KDF would only add latency.
-    return hashlib.sha256(secret.encode()).hexdigest()
+    """What an API token stores in place of its secret."""
+    return tokens.digest(secret)
 
 
 def token_create(
@@ -175,13 +174,12 @@ def token_create(
         errors["name"] = ["Give the token a name, e.g. the machine or tool that uses it."]
     if errors:
         raise ValidationError(errors)
-    prefix = secrets.token_hex(4)
-    secret = f"{TOKEN_PREFIX}{prefix}_{secrets.token_urlsafe(32)}"
+    minted = tokens.mint(TOKEN_PREFIX)
     token = ApiToken(
         user=user,
         name=name.strip(),
-        prefix=prefix,
-        digest=token_digest(secret),
+        prefix=minted.prefix,
+        digest=minted.digest,
         scopes=sorted(set(scopes)),
         expires_at=expires_at or now + timedelta(days=90),
     )
@@ -194,7 +192,7 @@ def token_create(
         after=snapshot(token, exclude=("digest",)),
         request=request,
     )
-    return token, secret
+    return token, minted.secret
 
 
 def token_revoke(*, actor: User, token: ApiToken, request: HttpRequest | None = None) -> ApiToken:

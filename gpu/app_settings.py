@@ -1,4 +1,5 @@
-"""The gpu app's tunables, read lazily from Django settings (style rule 22) with safe defaults."""
+"""The gpu app's tunables, read from Django settings at each call (so overridden settings apply), with safe
+defaults."""
 
 from __future__ import annotations
 

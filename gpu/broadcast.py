@@ -1,4 +1,5 @@
-"""The only sender of gpu messages (style rule 18): group names, frames, and a coalescing publisher.
+"""The only sender of gpu messages, so naming and throttling live in one place: group names, frames, and
+a coalescing publisher.
 
 Concurrency story: `publish()` is called from sync code (the ingest view in a worker thread, Celery
 tasks, admin actions) and must never wait on Redis. It hands the message to one daemon thread per

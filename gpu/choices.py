@@ -24,5 +24,5 @@ class GpuEventKind(models.TextChoices):
     SHARING = "sharing", "Sharing mode change"
 
 
-# NVIDIA's application-caused XIDs: a user's bad kernel, not a sick card (reliability ref. 4).
+# NVIDIA's application-caused XIDs: a user's bad kernel, not a sick card, so they never mark a GPU unhealthy.
 APPLICATION_XIDS = frozenset({13, 31, 43, 45, 68, 109})

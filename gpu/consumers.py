@@ -1,10 +1,10 @@
-"""Live GPU streams over websockets: one consumer per stream (style rule 17).
+"""Live GPU streams over websockets: one consumer per stream, so each stream is authorised in one place.
 
 Each consumer authorises in `connect()` (anonymous sockets are refused; unknown objects are
 refused), joins one group named by a broadcast.py function, sends a snapshot from the database, and
-then forwards `gpu.samples` / `node.state` messages. These consumers are async, against the
-default of rule 19, because each socket coalesces its own outgoing frames to at most one per
-interval on the event loop (`broadcast.Coalescer`): several web replicas may publish into one
+then forwards `gpu.samples` / `node.state` messages. These consumers are async, unlike the sync
+consumers preferred elsewhere, because each socket coalesces its own outgoing frames to at most one
+per interval on the event loop (`broadcast.Coalescer`): several web replicas may publish into one
 group, and a view must still get about 1 frame/s. The ORM is reached via database_sync_to_async.
 """
 

@@ -3,19 +3,17 @@
 Runs inside the ingest transaction. Idempotent for a retried batch: events are unique per
 (GPU, kind, ts) and ECC events fire only when a counter rises above the stored one. `last_seen`
 is written at most every LAST_SEEN_EVERY per GPU, so 1 Hz telemetry does not mean 1 Hz UPDATEs.
-Returning a GPU to service after a clean interval is an operator action (feature 19 follow-up).
+Telemetry only ever worsens health: returning a GPU to service after a clean interval is not
+automated here, an operator does it.
 """
 
 from __future__ import annotations
 
 from datetime import datetime, timedelta
-from typing import TYPE_CHECKING
 
 from gpu.choices import APPLICATION_XIDS, GpuEventKind, GpuHealth
 from gpu.models import Gpu, GpuEvent, Node
-
-if TYPE_CHECKING:
-    from gpu.ingest import Sample
+from gpu.samples import Sample
 
 LAST_SEEN_EVERY = timedelta(seconds=10)
 SEVERITY = {GpuHealth.UNKNOWN: 0, GpuHealth.HEALTHY: 1, GpuHealth.DEGRADED: 2, GpuHealth.UNHEALTHY: 3}

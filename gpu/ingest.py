@@ -21,6 +21,7 @@ from django.utils import timezone
 from gpu import app_settings, broadcast, health
 from gpu.messages import GpuFrame, ProcessFrame
 from gpu.models import Gpu, Node, NodeToken
+from gpu.samples import Sample
 from gpu.storage import SampleRow, store
 
 MAX_ERRORS = 20
@@ -43,14 +44,6 @@ class SampleError(Exception):
     def __init__(self, field: str, message: str) -> None:
         super().__init__(message)
         self.field, self.message = field, message
-
-
-@dataclass(frozen=True)
-class Sample:
-    uuid: str
-    ts: datetime
-    values: dict[str, Any]
-    processes: list[ProcessFrame]
 
 
 @dataclass(frozen=True)

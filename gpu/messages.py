@@ -1,4 +1,5 @@
-"""Every message the gpu app sends over the channel layer, as TypedDicts (style rule 18).
+"""Every message the gpu app sends over the channel layer, as TypedDicts, so the sender and the consumers
+are type-checked against one shape.
 
 Only gpu/broadcast.py builds and sends them; consumers name their handlers after `type`
 (`gpu.samples` -> `gpu_samples`). Frames are small and flat so the browser can use them as-is.

@@ -8,8 +8,6 @@ sent by name after commit, so this layer never imports workloads.
 
 from __future__ import annotations
 
-import hashlib
-import secrets
 from typing import Any
 
 from celery import current_app
@@ -18,6 +16,7 @@ from django.db import transaction
 from django.http import HttpRequest
 from django.utils import timezone
 
+from accounts import tokens
 from accounts.audit import audit_record, snapshot
 from accounts.models import User
 from gpu import broadcast
@@ -189,18 +188,16 @@ def gpu_set_in_service(
 
 
 def node_token_digest(secret: str) -> str:
-    return hashlib.sha256(secret.encode()).hexdigest()
+    """What a node token stores in place of its secret."""
+    return tokens.digest(secret)
 
 
 def node_token_create(
     *, node: Node, name: str = "agent", actor: User | None = None, request: HttpRequest | None = None
 ) -> tuple[NodeToken, str]:
     """Returns the token and its secret; only the digest is stored, the secret is shown once."""
-    prefix = secrets.token_hex(4)
-    secret = f"{NODE_TOKEN_PREFIX}{prefix}_{secrets.token_urlsafe(32)}"
-    token = NodeToken(
-        node=node, name=name.strip() or "agent", prefix=prefix, digest=node_token_digest(secret)
-    )
+    minted = tokens.mint(NODE_TOKEN_PREFIX)
+    token = NodeToken(node=node, name=name.strip() or "agent", prefix=minted.prefix, digest=minted.digest)
     token.full_clean()
     token.save()
     audit_record(
@@ -210,7 +207,7 @@ def node_token_create(
         after=snapshot(token, exclude=("digest",)),
         request=request,
     )
-    return token, secret
+    return token, minted.secret
 
 
 def node_token_authenticate(*, secret: str) -> NodeToken | None:

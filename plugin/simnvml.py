@@ -1,8 +1,9 @@
 """A simulated NVML with pynvml's names, shapes and error codes (see `plugin.nvml.NvmlLib`).
 
 Used by the tests, the demo and the benchmarks. Every call costs `call_cost_s` of CPU (a busy wait,
-because real NVML calls are ioctls that burn CPU, which is what B5 measures). Faults are injected with
-`inject_xid`, `inject_dbe`, `fail` / `recover`; utilisation follows `note_allocation`.
+because real NVML calls are ioctls that burn CPU, and the agent's CPU cost per poll is what the
+benchmarks measure). Faults are injected with `inject_xid`, `inject_dbe`, `fail` / `recover`;
+utilisation follows `note_allocation`.
 """
 
 from __future__ import annotations

@@ -9,5 +9,3 @@ os.environ.setdefault("DJANGO_SETTINGS_MODULE", "portal.settings")
 app = Celery("portal")
 app.config_from_object("django.conf:settings", namespace="CELERY")
 app.autodiscover_tasks()
-# Task modules beyond each app's tasks.py.
-app.conf.imports = ("workloads.node_tasks",)

@@ -16,7 +16,7 @@ from django.conf import settings
 from django.db import close_old_connections
 
 from portal.celery import app
-from workloads.controller import Controller
+from workloads.controller.loop import Controller
 
 log = logging.getLogger(__name__)
 QUEUES = ("celery", "reconcile", "notify")

@@ -272,7 +272,14 @@ CELERY_TASK_ROUTES = {
     "workloads.notify_job": {"queue": "notify"},
     **{
         f"workloads.{name}": {"queue": "reconcile"}
-        for name in ("reconcile_job", "reconcile_job_uid", "reconcile_namespace", "record_k8s_event", "sweep")
+        for name in (
+            "reconcile_job",
+            "reconcile_job_uid",
+            "reconcile_namespace",
+            "reconcile_node",
+            "record_k8s_event",
+            "sweep",
+        )
     },
 }
 CELERY_BEAT_SCHEDULE = {

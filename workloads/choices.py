@@ -1,6 +1,8 @@
-"""Enumerations shared by the UI, the admin and the API (style rule 4)."""
+"""Enumerations shared by the UI, the admin, the API and the task publisher."""
 
 from __future__ import annotations
+
+from enum import StrEnum
 
 from django.db import models
 
@@ -50,7 +52,24 @@ class EventKind(models.TextChoices):
 
 
 class Queue(models.TextChoices):
-    """Celery queues (style rule 8)."""
+    """Celery queues; workers subscribe by these names."""
 
     RECONCILE = "reconcile", "Reconcile"
     NOTIFY = "notify", "Notifications"
+
+
+class TaskName(StrEnum):
+    """Every Celery task of this app, by the name it is registered and sent under.
+
+    Writers send tasks by name through `workloads.services.publisher`, so no module below the task
+    layer imports `workloads.tasks` (that import is what used to tie services and tasks in a cycle).
+    """
+
+    RECONCILE_JOB = "workloads.reconcile_job"
+    RECONCILE_JOB_UID = "workloads.reconcile_job_uid"
+    RECONCILE_NAMESPACE = "workloads.reconcile_namespace"
+    RECONCILE_NODE = "workloads.reconcile_node"
+    RECORD_K8S_EVENT = "workloads.record_k8s_event"
+    NOTIFY_JOB = "workloads.notify_job"
+    SWEEP = "workloads.sweep"
+    GRANTS_EXPIRE = "workloads.grants_expire"

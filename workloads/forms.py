@@ -75,7 +75,7 @@ class SubmitForm(forms.Form):
 
 
 class GrantRequestForm(forms.Form):
-    """A temporary quota grant request (workloads.grants.grant_request decides what is allowed)."""
+    """A temporary quota grant request (workloads.services.grants.grant_request decides what is allowed)."""
 
     gpus = forms.IntegerField(min_value=0, max_value=64, initial=1, label="GPUs")
     slices = forms.IntegerField(min_value=0, max_value=256, initial=0, label="MPS slices")

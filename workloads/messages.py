@@ -1,8 +1,42 @@
-"""Websocket message payloads (style rule 18); only workloads.broadcast sends them."""
+"""The shapes that leave the queue and the job rows: the stored queue explanation, the `queue` summary
+of the API and pages, and the websocket payloads (only `workloads.services.broadcast` sends those).
+
+Each shape is written by one function here and only read elsewhere; the queue line people see is
+formatted once (`queue_line`), on the server, and sent to the live pages ready to show.
+"""
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+from datetime import datetime
 from typing import Any, Literal, TypedDict
+
+from workloads.queue import Explanation
+
+
+class QueueExplanation(TypedDict):
+    """What the admission cycle stores on a job (`Job.queue_explanation`)."""
+
+    code: str
+    sentence: str
+    hints: list[str]
+    numbers: dict[str, float]
+    position_project: int | None
+    position_global: int | None
+    estimated_start: str | None  # ISO 8601, UTC
+
+
+class QueueSummary(TypedDict):
+    """The read-only `queue` object of a queued job in the API, the pages and the websocket."""
+
+    position: int | None
+    position_in_project: int | None
+    estimated_start: str | None
+    code: str
+    reason: str
+    hints: list[str]
+    held: bool
+    text: str  # the one-line form of all the above, as pages show it
 
 
 class JobStateMessage(TypedDict):
@@ -14,7 +48,59 @@ class JobStateMessage(TypedDict):
     changed_at: str
     exit_code: int | None
     node: str
-    queue: dict[str, Any] | None  # workloads.queue_selectors.queue_summary
+    queue: QueueSummary | None
+
+
+def explanation_stored(e: Explanation) -> QueueExplanation:
+    return {
+        "code": e.code,
+        "sentence": e.sentence,
+        "hints": list(e.hints),
+        "numbers": dict(e.numbers),
+        "position_project": e.position_project or None,
+        "position_global": e.position_global or None,
+        "estimated_start": e.estimated_start.isoformat() if e.estimated_start else None,
+    }
+
+
+def explanation_admitted(node: str, borrowing: bool) -> QueueExplanation:
+    sentence = f"admitted on {node}" + (" (borrowed quota, may be preempted)" if borrowing else "")
+    return {
+        "code": "admitted",
+        "sentence": sentence,
+        "hints": [],
+        "numbers": {},
+        "position_project": None,
+        "position_global": None,
+        "estimated_start": None,
+    }
+
+
+def queue_summary_of(stored: Mapping[str, Any], *, held: bool) -> QueueSummary:
+    """Read a stored explanation (possibly empty: before the first cycle) as the public summary."""
+    summary: QueueSummary = {
+        "position": stored.get("position_global"),
+        "position_in_project": stored.get("position_project"),
+        "estimated_start": stored.get("estimated_start"),
+        "code": stored.get("code", "pending"),
+        "reason": stored.get("sentence") or "waiting for the next admission cycle",
+        "hints": list(stored.get("hints") or []),
+        "held": held,
+        "text": "",
+    }
+    summary["text"] = queue_line(summary)
+    return summary
+
+
+def queue_line(q: QueueSummary) -> str:
+    """`#3: quota 8/8 GPUs · starts ≈ 2026-12-01 14:00 UTC · asking 1 GPU would start now`."""
+    text = (f"#{q['position']}: " if q["position"] else "") + str(q["reason"])
+    if q["estimated_start"]:
+        start = datetime.fromisoformat(q["estimated_start"])
+        text += f" · starts ≈ {start:%Y-%m-%d %H:%M} UTC"
+    if q["hints"]:
+        text += " · " + "; ".join(q["hints"])
+    return text
 
 
 def job_group(project_id: int) -> str:

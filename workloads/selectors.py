@@ -1,19 +1,21 @@
-"""Reads for jobs. Tenancy lives here: a job of a project the user cannot see does not exist."""
+"""Reads for jobs, templates and the queue. Tenancy lives here: a job of a project the user cannot see
+does not exist."""
 
 from __future__ import annotations
 
-from collections.abc import Iterable
-from datetime import datetime
 from typing import Any
 
-from django.db.models import Count, Q, QuerySet, Sum
+from django.db.models import Count, QuerySet, Sum
+from django.db.models.functions import Coalesce
 from django.http import Http404
 from django.utils import timezone
 
 from accounts.models import Project, Quota, User
 from accounts.selectors import project_list
-from workloads.choices import ACTIVE_STATES
-from workloads.models import Job, JobEvent, JobTemplate
+from workloads.choices import ACTIVE_STATES, TERMINAL_STATES, JobState
+from workloads.k8s.reconcilers.namespace import Tenant
+from workloads.messages import QueueSummary, queue_summary_of
+from workloads.models import GrantStatus, Job, JobEvent, JobTemplate, ProjectVolume, QuotaGrant
 
 
 def job_list(*, user: User, state: str | None = None, project: str | None = None) -> QuerySet[Job]:
@@ -37,6 +39,11 @@ def job_get(*, user: User, uid: Any) -> Job:
     if job is None:
         raise Http404("No such job.")
     return job
+
+
+def job_id_of(*, uid: str) -> int | None:
+    """The id of the job with this uid (the cluster's label), whoever owns it; None if unknown."""
+    return Job.objects.filter(uid=uid).values_list("pk", flat=True).first()
 
 
 def job_events(*, job: Job) -> QuerySet[JobEvent]:
@@ -79,33 +86,62 @@ def quota_headroom(*, project: Project) -> dict[str, int]:
     }
 
 
-def gpu_hours_rows(*, user: User, since: datetime | None = None) -> list[dict[str, Any]]:
-    """Allocated GPU-hours per job the user can see (started jobs only)."""
-    qs = job_list(user=user).filter(started_at__isnull=False).filter(Q(gpus__gt=0) | Q(mps_slices__gt=0))
-    if since is not None:
-        qs = qs.filter(Q(finished_at__isnull=True) | Q(finished_at__gte=since))
+def queue_summary(job: Job) -> QueueSummary | None:
+    """The `queue` object of a queued job (API, pages, websocket); None once it left the queue."""
+    if job.state != JobState.QUEUED:
+        return None
+    return queue_summary_of(job.queue_explanation or {}, held=job.held)
+
+
+def queue_ordered() -> QuerySet[Job]:
+    """Queued jobs in admission order (the stored position of the last cycle; held jobs last)."""
+    return (
+        Job.objects.filter(state=JobState.QUEUED)
+        .select_related("project", "owner")
+        .order_by("held", "queue_position", "submitted_at", "id")
+    )
+
+
+def grant_list(*, user: User) -> QuerySet[QuotaGrant]:
+    return QuotaGrant.objects.select_related("project", "requested_by").filter(
+        project__in=project_list(user=user)
+    )
+
+
+def jobs_needing_reconcile() -> list[int]:
+    """Every job the sweep must look at again: not terminal, or terminal with cluster work left."""
+    live = Job.objects.exclude(state__in=TERMINAL_STATES).values_list("pk", flat=True)
+    cancelled = Job.objects.filter(state=JobState.CANCELLED, deleted_in_cluster_at__isnull=True).values_list(
+        "pk", flat=True
+    )
+    unlogged = (
+        Job.objects.filter(state__in=TERMINAL_STATES, log_captured=False)
+        .exclude(pod_name="")
+        .values_list("pk", flat=True)
+    )
+    return sorted(set(live) | set(cancelled) | set(unlogged))
+
+
+def project_claims(*, project: Project) -> dict[str, ProjectVolume]:
+    """The project's volumes by name: what a job's mounts may refer to."""
+    return {v.name: v for v in ProjectVolume.objects.filter(project=project)}
+
+
+def quota_extra(*, project: Project) -> tuple[int, int]:
+    """GPUs and slices above the base quota that admission may have let through: active approved
+    grants plus the project's admitted/running borrowing jobs."""
     now = timezone.now()
-    return [_row(job, now) for job in qs.order_by("started_at")]
+    grants = QuotaGrant.objects.filter(
+        project=project, status=GrantStatus.APPROVED, starts_at__lte=now, until__gt=now
+    ).aggregate(g=Coalesce(Sum("gpus"), 0), s=Coalesce(Sum("slices"), 0))
+    borrowed = Job.objects.filter(project=project, borrowing=True, state__in=ACTIVE_STATES).aggregate(
+        g=Coalesce(Sum("gpus"), 0), s=Coalesce(Sum("mps_slices"), 0)
+    )
+    return grants["g"] + borrowed["g"], grants["s"] + borrowed["s"]
 
 
-def _row(job: Job, now: datetime) -> dict[str, Any]:
-    return {
-        "job": str(job.uid),
-        "project": job.project.slug,
-        "user": job.owner.email,
-        "state": job.state,
-        "gpus": job.gpus,
-        "mps_slices": job.mps_slices,
-        "gpu_type": job.gpu_type,
-        "started_at": job.started_at.isoformat() if job.started_at else "",
-        "finished_at": job.finished_at.isoformat() if job.finished_at else "",
-        "gpu_hours": round(job.gpu_hours(now), 4),
-    }
-
-
-def gpu_hours_rollup(rows: Iterable[dict[str, Any]], *, by: str) -> list[dict[str, Any]]:
-    """Sum rows per 'user' or 'project'."""
-    totals: dict[str, float] = {}
-    for row in rows:
-        totals[row[by]] = totals.get(row[by], 0.0) + float(row["gpu_hours"])
-    return [{by: key, "gpu_hours": round(value, 4)} for key, value in sorted(totals.items())]
+def namespace_tenant(*, project: Project) -> Tenant:
+    """Everything the project's namespace objects are built from, ResourceQuota extras included."""
+    quota = Quota.objects.filter(project=project).first() or Quota(project=project)
+    extra_gpus, extra_slices = quota_extra(project=project)
+    return Tenant(project=project, quota=quota, extra_gpus=extra_gpus, extra_slices=extra_slices)

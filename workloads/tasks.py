@@ -1,8 +1,9 @@
-"""Celery tasks: thin, id-keyed, enqueued on commit (style rules 6-9).
+"""Celery tasks: thin, id-keyed, sent by name after commit (`workloads.services.publisher`).
 
-Each loads by id, returns quietly when the row is gone, and calls one service. Transient
-Kubernetes errors retry with backoff and jitter; with acks_late and reject-on-worker-lost a worker
-killed mid-task leaves the message for another worker, and every step is idempotent.
+Each takes ids, calls one service, and that service returns quietly when the row is gone.
+Transient Kubernetes errors retry with backoff and jitter; with acks_late and reject-on-worker-lost
+a worker killed mid-task leaves the message for another worker, and every step is idempotent.
+Names come from `workloads.choices.TaskName`, the list the publisher sends from.
 """
 
 from __future__ import annotations
@@ -11,21 +12,19 @@ import logging
 from typing import Any
 
 from celery import shared_task
-from django.conf import settings
-from django.core.mail import send_mail
 
-from workloads import cluster_sync
-from workloads.admission import admission_pass
-from workloads.dispatch import enqueue_reconcile, outbox_dispatch
-from workloads.k8s import builders
+from workloads.admission.cycle import admission_pass
+from workloads.choices import TaskName
 from workloads.k8s.client import get_client
 from workloads.k8s.errors import K8sTransientError
-from workloads.models import Job
+from workloads.selectors import job_id_of
+from workloads.services import cluster_sync, grants, nodes, notifications
+from workloads.services.publisher import outbox_dispatch
 
 log = logging.getLogger(__name__)
-# Declared retries (style rule 9): transient API errors only, with backoff and jitter.
+# Retries are declared and narrow: transient API errors only, with backoff and jitter.
 K8S_RETRY = (K8sTransientError,)
-# The options every Kubernetes reconcile task shares (node_tasks.py uses them too).
+# The options every Kubernetes reconcile task shares.
 RECONCILE_TASK: dict[str, Any] = {
     "autoretry_for": K8S_RETRY,
     "retry_backoff": 1,
@@ -39,7 +38,7 @@ RECONCILE_TASK: dict[str, Any] = {
 
 
 @shared_task(
-    name="workloads.reconcile_job",
+    name=TaskName.RECONCILE_JOB.value,
     **RECONCILE_TASK,
 )
 def reconcile_job(job_id: int) -> None:
@@ -47,17 +46,17 @@ def reconcile_job(job_id: int) -> None:
 
 
 @shared_task(
-    name="workloads.reconcile_job_uid",
+    name=TaskName.RECONCILE_JOB_UID.value,
     **RECONCILE_TASK,
 )
 def reconcile_job_uid(uid: str) -> None:
-    job_id = Job.objects.filter(uid=uid).values_list("pk", flat=True).first()
+    job_id = job_id_of(uid=uid)
     if job_id is not None:
         cluster_sync.job_reconcile(job_id=job_id, client=get_client())
 
 
 @shared_task(
-    name="workloads.reconcile_namespace",
+    name=TaskName.RECONCILE_NAMESPACE.value,
     **RECONCILE_TASK,
 )
 def reconcile_namespace(project_id: int) -> None:
@@ -65,7 +64,7 @@ def reconcile_namespace(project_id: int) -> None:
 
 
 @shared_task(
-    name="workloads.record_k8s_event",
+    name=TaskName.RECORD_K8S_EVENT,
     soft_time_limit=60,
     time_limit=90,
     ignore_result=True,
@@ -75,7 +74,7 @@ def record_k8s_event(event: dict[str, Any]) -> None:
 
 
 @shared_task(
-    name="workloads.sweep",
+    name=TaskName.SWEEP.value,
     expires=50,
     soft_time_limit=60,
     time_limit=90,
@@ -85,25 +84,11 @@ def sweep() -> int:
     """The periodic safety net: admit, republish the outbox, re-enqueue unfinished jobs, report orphans."""
     admission_pass()
     outbox_dispatch()
-    ids = cluster_sync.jobs_needing_reconcile()
-    for job_id in ids:
-        if not enqueue_reconcile(job_id):
-            break
-    report_orphans()
-    return len(ids)
-
-
-def report_orphans() -> int:
-    import orjson
-
-    body = orjson.loads(
-        get_client().list_raw("/apis/batch/v1/jobs", {"labelSelector": builders.MANAGED_SELECTOR})
-    )
-    return len(cluster_sync.orphans_report(cluster_jobs=body.get("items") or []))
+    return cluster_sync.sweep(client=get_client())
 
 
 @shared_task(
-    name="workloads.notify_job",
+    name=TaskName.NOTIFY_JOB.value,
     autoretry_for=(OSError,),
     max_retries=5,
     retry_backoff=10,
@@ -112,36 +97,24 @@ def report_orphans() -> int:
     ignore_result=True,
 )
 def notify_job(job_id: int, kind: str) -> None:
-    job = Job.objects.select_related("owner", "project").filter(pk=job_id).first()
-    if job is None or not job.owner.notify_by_email:
-        return
-    subject = f"[GPU portal] job {job} {kind}"
-    lines = [
-        f"Your job {job} in project {job.project.slug} {kind}.",
-        f"State: {job.state} ({job.state_reason})",
-    ]
-    if job.exit_code is not None:
-        lines.append(f"Exit code: {job.exit_code}")
-    send_mail(subject, "\n".join(lines), settings.DEFAULT_FROM_EMAIL, [job.owner.email])
+    notifications.job_email(job_id=job_id, kind=kind)
 
 
 @shared_task(
-    name="workloads.grants_expire",
+    name=TaskName.GRANTS_EXPIRE.value,
     expires=50,
     soft_time_limit=60,
     time_limit=90,
     ignore_result=True,
 )
 def grants_expire() -> int:
-    """Approved quota grants past their end (and undecided requests) expire by themselves, audited;
-    grants that began since the last run (every 60 s; 2 min look-back, re-applying is idempotent)
-    raise their project's ResourceQuota."""
-    from datetime import timedelta
+    """Grants past their end expire, and grants that began since the last run raise their quota."""
+    return len(grants.grants_tick())
 
-    from django.utils import timezone
 
-    from workloads.grants import grants_expire as expire
-    from workloads.grants import grants_started
-
-    grants_started(since=timezone.now() - timedelta(minutes=2))
-    return len(expire())
+@shared_task(
+    name=TaskName.RECONCILE_NODE.value,
+    **RECONCILE_TASK,
+)
+def reconcile_node(node_id: int) -> None:
+    nodes.node_sync(node_id=node_id, client=get_client())

@@ -11,13 +11,14 @@ from django.http import HttpRequest, HttpResponse
 from django.shortcuts import redirect, render
 from django.views.decorators.http import require_POST
 
-from accounts.choices import ROLES_THAT_SUBMIT
 from accounts.models import User
-from accounts.selectors import project_get, project_list, project_role
-from workloads import app_settings, grants, selectors, services
+from accounts.selectors import can_submit, project_get, project_list
+from workloads import app_settings, selectors
+from workloads.accounting import chart_data, usage_history
 from workloads.forms import GrantRequestForm, SubmitForm
 from workloads.models import Job, QuotaGrant
-from workloads.usage import chart_data, usage_history
+from workloads.services import grants
+from workloads.services import jobs as services
 
 
 def _user(request: HttpRequest) -> User:
@@ -26,11 +27,7 @@ def _user(request: HttpRequest) -> User:
 
 
 def _submit_projects(user: User) -> list[Any]:
-    return [
-        p
-        for p in project_list(user=user)
-        if user.is_staff or project_role(user=user, project=p) in ROLES_THAT_SUBMIT
-    ]
+    return [p for p in project_list(user=user) if can_submit(user=user, project=p)]
 
 
 @login_required
@@ -71,7 +68,7 @@ def job_submit(request: HttpRequest) -> HttpResponse:
 def job_detail(request: HttpRequest, uid: str) -> HttpResponse:
     user = _user(request)
     job = selectors.job_get(user=user, uid=uid)
-    can_act = user.is_staff or project_role(user=user, project=job.project) in ROLES_THAT_SUBMIT
+    can_act = can_submit(user=user, project=job.project)
     context = {"job": job, "events": selectors.job_events(job=job), "can_act": can_act}
     return render(request, "workloads/job_detail.html", context)
 
@@ -134,7 +131,7 @@ def project_usage(request: HttpRequest, slug: str) -> HttpResponse:
         "project": project,
         "form": form,
         "data": chart_data(rows, group="user"),
-        "can_request": user.is_staff or project_role(user=user, project=project) in ROLES_THAT_SUBMIT,
+        "can_request": can_submit(user=user, project=project),
         "grants": QuotaGrant.objects.filter(project=project)[:20],
     }
     return render(

@@ -1,7 +1,8 @@
 """One poll = one GpuSample per GPU, read through the NVML Protocol (real or simulated).
 
-Cost matters (B5: within 1.2x of a bare NVML loop): handles are resolved once, fields a card does not
-support (ECC on GeForce) are not asked again, and attribution work happens only for new processes.
+Cost matters (the agent must stay within 1.2x of a bare NVML polling loop): handles are resolved
+once, fields a card does not support (ECC on GeForce) are not asked again, and attribution work
+happens only for new processes.
 XIDs arrive on a separate event thread and are reported once, in the next sample of that GPU.
 """
 

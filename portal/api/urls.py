@@ -6,8 +6,8 @@ from rest_framework.routers import DefaultRouter
 from accounts.api import MembershipViewSet, MeView, ProjectViewSet, TokenViewSet
 from accounts.api_login import PasswordTokenView
 from gpu.api import GpuViewSet, IngestView, NodeViewSet
-from workloads.api import JobViewSet, TemplateViewSet
-from workloads.queue_api import GrantViewSet, UsageView
+from workloads.api.jobs import JobViewSet, TemplateViewSet
+from workloads.api.queue import GrantViewSet, UsageView
 
 router = DefaultRouter(trailing_slash=True)
 router.include_root_view = False

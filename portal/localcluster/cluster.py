@@ -22,7 +22,7 @@ from pathlib import Path
 
 import orjson
 
-from portal.localcluster import paths
+import portal.localcluster.paths as paths
 from portal.localcluster.config import write_config
 from portal.localcluster.kubeapi import KubeApi, KubeApiError
 from portal.localcluster.nodes import GpuNodeSpec, create_nodes, wait_nodes_ready

@@ -10,9 +10,9 @@ from django.db import connection
 
 from gpu.models import Node
 from tests.gpu_e2e.helpers import eventually, new_node
+from workloads.controller.watches import node_watch_spec
 from workloads.k8s.client import RealKubeClient
 from workloads.k8s.watch import Watcher
-from workloads.nodes import node_watch_spec
 
 pytestmark = [pytest.mark.cluster, pytest.mark.django_db(transaction=True)]
 

@@ -13,7 +13,7 @@ from gpu.tests.factories import make_gpus
 from tests.fixtures.personas import World, session_client
 from tests.gpu_e2e.helpers import new_node
 from workloads.k8s.client import RealKubeClient, set_client
-from workloads.node_tasks import reconcile_node
+from workloads.tasks import reconcile_node
 
 pytestmark = [pytest.mark.cluster, pytest.mark.django_db]
 

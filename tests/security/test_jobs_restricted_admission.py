@@ -18,8 +18,8 @@ from tests.workloads_e2e.conftest import kube as kube
 from workloads.k8s import builders, paths
 from workloads.k8s.client import RealKubeClient
 from workloads.k8s.errors import K8sError
-from workloads.k8s.reconcilers.namespace import reconcile_namespace
 from workloads.models import Job, ProjectVolume
+from workloads.services.cluster_sync import namespace_sync
 from workloads.spec import SpecLimits, parse_spec
 
 pytestmark = [pytest.mark.cluster, pytest.mark.django_db]
@@ -96,7 +96,7 @@ def restricted(kube: RealKubeClient) -> Project:
         memory_mib=10**7,
         max_concurrent_jobs=100,
     )
-    reconcile_namespace(project, kube)
+    namespace_sync(project=project, client=kube)
     return project
 
 

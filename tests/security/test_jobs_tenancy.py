@@ -14,8 +14,8 @@ from channels.testing import WebsocketCommunicator
 
 from accounts.models import User
 from tests.fixtures.personas import World, api_client, session_client
-from workloads import services
 from workloads.models import Job, JobTemplate
+from workloads.services import jobs as services
 from workloads.tests.conftest import IMAGE, allow_images
 
 pytestmark = pytest.mark.django_db
@@ -181,7 +181,7 @@ async def _socket_for(user: User | None) -> WebsocketCommunicator:
 async def test_socket_carries_only_own_projects(jobs_world: World) -> None:
     from asgiref.sync import sync_to_async
 
-    from workloads.broadcast import job_changed
+    from workloads.services.broadcast import job_changed
 
     owner_socket, outsider_socket = (
         await _socket_for(jobs_world.owner),

@@ -10,7 +10,7 @@ from typing import Any
 from django.db import connections
 
 from portal.celery import app
-from workloads.controller import Controller
+from workloads.controller.loop import Controller
 from workloads.k8s.client import KubeClient
 
 

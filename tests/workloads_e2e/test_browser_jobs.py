@@ -24,7 +24,7 @@ from portal.localcluster import ClusterHandle
 from tests.fixtures.personas import World
 from tests.workloads_e2e.conftest import wait_for
 from tests.workloads_e2e.procs import REPO, PrivateRedis, free_port, stop_process, worker_env
-from workloads.admission import admission_pass
+from workloads.admission.cycle import admission_pass
 from workloads.choices import JobState
 from workloads.models import Job
 from workloads.tasks import reconcile_job
@@ -149,7 +149,7 @@ def test_a_followed_log_streams_through_asgi_while_the_job_runs(
     """daphne must send log lines as they come: a buffered follow would never answer."""
     import urllib.request
 
-    from workloads import services
+    from workloads.services import jobs as services
 
     allow_images(world.alpha)
     job = services.job_submit(

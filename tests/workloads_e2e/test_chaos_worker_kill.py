@@ -19,11 +19,11 @@ from tests.fixtures.personas import World
 from tests.workloads_e2e.conftest import cluster_jobs, wait_for
 from tests.workloads_e2e.harness import running_controller, use_broker
 from tests.workloads_e2e.procs import PrivateRedis, start_worker, stop_process, worker_env
-from workloads import services
 from workloads.choices import TERMINAL_STATES, JobState
 from workloads.k8s.client import RealKubeClient
 from workloads.k8s.status import observe
 from workloads.models import Job
+from workloads.services import jobs as services
 from workloads.tasks import sweep
 from workloads.tests.conftest import IMAGE
 

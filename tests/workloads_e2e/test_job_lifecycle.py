@@ -13,14 +13,14 @@ import pytest
 from accounts.services import quota_update
 from tests.fixtures.personas import World
 from tests.workloads_e2e.conftest import cluster_jobs, wait_for
-from workloads import services
-from workloads.admission import admission_pass
+from workloads.admission.cycle import admission_pass
 from workloads.choices import JobState
-from workloads.cluster_sync import namespace_reconcile
 from workloads.k8s import paths
 from workloads.k8s.client import RealKubeClient
 from workloads.logs import log_lines
 from workloads.models import Job
+from workloads.services import jobs as services
+from workloads.services.cluster_sync import namespace_reconcile
 from workloads.tasks import reconcile_job
 from workloads.tests.conftest import IMAGE
 
@@ -116,8 +116,8 @@ def test_quota_save_enqueues_a_namespace_reconcile_on_commit(
 
 
 def test_orphans_are_reported_not_deleted(cluster_world: World, kube: RealKubeClient) -> None:
-    from workloads.cluster_sync import orphans_report
     from workloads.models import OrphanReport
+    from workloads.services.cluster_sync import orphans_report
 
     job = submit(cluster_world)
     reconcile_job(job.pk)

@@ -19,15 +19,15 @@ from accounts.models import Quota
 from tests.fixtures.personas import World
 from tests.workloads_e2e.conftest import wait_for
 from tests.workloads_e2e.test_queue_cluster import _gpu_pod
-from workloads import services
-from workloads.admission import admission_pass
+from workloads.admission.cycle import admission_pass
+from workloads.admission.live import live_cluster, node_states
 from workloads.choices import JobState
-from workloads.cluster_sync import namespace_reconcile
 from workloads.k8s import paths
 from workloads.k8s.client import RealKubeClient
 from workloads.models import Job, QueueSettings
 from workloads.queue import NodeState
-from workloads.queue_nodes import live_cluster, node_states
+from workloads.services import jobs as services
+from workloads.services.cluster_sync import namespace_reconcile
 from workloads.tasks import reconcile_job
 from workloads.tests.conftest import IMAGE
 

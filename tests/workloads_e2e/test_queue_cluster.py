@@ -17,16 +17,16 @@ from django.db import connections
 
 from tests.fixtures.personas import World
 from tests.workloads_e2e.conftest import wait_for
-from workloads import services
-from workloads.admission import admission_pass
+from workloads.admission.cycle import admission_pass
+from workloads.admission.live import live_cluster, node_states
 from workloads.choices import ACTIVE_STATES, JobState
 from workloads.k8s import paths
 from workloads.k8s.client import RealKubeClient
 from workloads.k8s.errors import K8sError
 from workloads.models import Job
 from workloads.queue import NodeState
-from workloads.queue_nodes import live_cluster, node_states
 from workloads.selectors import quota_usage
+from workloads.services import jobs as services
 from workloads.tasks import reconcile_job, reconcile_namespace
 from workloads.tests.conftest import IMAGE
 

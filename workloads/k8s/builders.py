@@ -10,19 +10,17 @@ from __future__ import annotations
 from typing import Any
 
 from accounts.models import Project, Quota
+from plugin.names import GPU_PRODUCT_LABEL, GPU_RESOURCE, MANAGER, SHARED_RESOURCE
 from workloads import app_settings
+from workloads.k8s.labels import MANAGED_BY, PROJECT_LABEL, managed, object_meta
+from workloads.k8s.labels import UID_LABEL as UID_LABEL  # builders' users read the label here too
 from workloads.models import Job, ProjectVolume
 
-MANAGED_BY = "app.kubernetes.io/managed-by"
-MANAGER = "gpu-portal"
-UID_LABEL = "gpuportal.dev/job-uid"
-PROJECT_LABEL = "gpuportal.dev/project"
-GPU = "nvidia.com/gpu"
-GPU_SHARED = "nvidia.com/gpu.shared"
-GPU_PRODUCT = "nvidia.com/gpu.product"
+GPU = GPU_RESOURCE
+GPU_SHARED = SHARED_RESOURCE
+GPU_PRODUCT = GPU_PRODUCT_LABEL
 SIM_DELAY = "pod-complete.stage.kwok.x-k8s.io/delay"
 SIM_EXIT_CODE = "gpuportal.dev/exit-code"
-MANAGED_SELECTOR = f"{MANAGED_BY}={MANAGER}"
 JSON = dict[str, Any]
 
 
@@ -147,7 +145,7 @@ def build_job(
 
 
 def namespace_labels() -> dict[str, str]:
-    labels = {MANAGED_BY: MANAGER}
+    labels = managed()
     for mode in ("enforce", "warn", "audit"):
         labels[f"pod-security.kubernetes.io/{mode}"] = "restricted"
         labels[f"pod-security.kubernetes.io/{mode}-version"] = "latest"
@@ -179,7 +177,7 @@ def build_resource_quota(
     return {
         "apiVersion": "v1",
         "kind": "ResourceQuota",
-        "metadata": {"name": "portal-quota", "namespace": project.namespace, "labels": {MANAGED_BY: MANAGER}},
+        "metadata": object_meta("portal-quota", project.namespace),
         "spec": {"hard": hard},
     }
 
@@ -193,11 +191,7 @@ def build_limit_range(project: Project) -> JSON:
     return {
         "apiVersion": "v1",
         "kind": "LimitRange",
-        "metadata": {
-            "name": "portal-limits",
-            "namespace": project.namespace,
-            "labels": {MANAGED_BY: MANAGER},
-        },
+        "metadata": object_meta("portal-limits", project.namespace),
         "spec": {"limits": [limit]},
     }
 
@@ -211,6 +205,6 @@ def build_network_policy(project: Project) -> JSON:
     return {
         "apiVersion": "networking.k8s.io/v1",
         "kind": "NetworkPolicy",
-        "metadata": {"name": "default-deny", "namespace": project.namespace, "labels": {MANAGED_BY: MANAGER}},
+        "metadata": object_meta("default-deny", project.namespace),
         "spec": {"podSelector": {}, "policyTypes": ["Ingress", "Egress"], "egress": [dns]},
     }

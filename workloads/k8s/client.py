@@ -22,9 +22,9 @@ from kubernetes import client as k8s
 from kubernetes import config as k8s_config
 
 from workloads.k8s.errors import K8sError, K8sTransientError, error_for
+from workloads.k8s.labels import FIELD_MANAGER
 
 log = logging.getLogger(__name__)
-FIELD_MANAGER = "gpu-portal"
 JSON = dict[str, Any]
 
 

@@ -12,6 +12,7 @@ import threading
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
+from plugin.names import parse_time
 from workloads.k8s import paths
 from workloads.k8s.client import KubeClient
 from workloads.k8s.errors import K8sError
@@ -25,12 +26,6 @@ def _now() -> datetime:
 
 def _fmt(moment: datetime) -> str:
     return moment.strftime("%Y-%m-%dT%H:%M:%S.%fZ")
-
-
-def _parse(text: str | None) -> datetime | None:
-    if not text:
-        return None
-    return datetime.fromisoformat(text.replace("Z", "+00:00"))
 
 
 class LeaderElector:
@@ -69,7 +64,7 @@ class LeaderElector:
             return self.client.create(paths.leases(self.namespace), body) is not None
         spec = current.get("spec") or {}
         holder = spec.get("holderIdentity")
-        renewed = _parse(spec.get("renewTime")) or _parse(spec.get("acquireTime"))
+        renewed = parse_time(spec.get("renewTime")) or parse_time(spec.get("acquireTime"))
         duration = int(spec.get("leaseDurationSeconds") or self.duration_s)
         expired = renewed is None or renewed + timedelta(seconds=duration) < _now()
         if holder not in (self.identity, None, "") and not expired:

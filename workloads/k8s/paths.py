@@ -1,6 +1,11 @@
-"""API paths of the objects the portal manages (pure)."""
+"""API paths of the objects the portal reads and writes (pure): the only place they are spelled."""
 
 from __future__ import annotations
+
+ALL_JOBS = "/apis/batch/v1/jobs"
+ALL_PODS = "/api/v1/pods"
+ALL_EVENTS = "/api/v1/events"
+NODES = "/api/v1/nodes"
 
 
 def jobs(namespace: str) -> str:
@@ -41,3 +46,15 @@ def lease(ns: str, name: str) -> str:
 
 def leases(ns: str) -> str:
     return f"/apis/coordination.k8s.io/v1/namespaces/{ns}/leases"
+
+
+def node(name: str) -> str:
+    return f"{NODES}/{name}"
+
+
+def configmaps(ns: str) -> str:
+    return f"/api/v1/namespaces/{ns}/configmaps"
+
+
+def configmap(ns: str, name: str) -> str:
+    return f"{configmaps(ns)}/{name}"

@@ -1,11 +1,17 @@
-"""What the cluster says about one job: derived only from Kubernetes evidence (R4). Pure."""
+"""What the cluster says about one job: derived only from Kubernetes evidence, never guessed. Pure.
+
+`observe` reads a Job and its pods; `event_projection` keeps the few fields of an Event that a
+job's timeline shows.
+"""
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
+from plugin.names import parse_time
 from workloads.choices import JobState
 
 Obj = dict[str, Any]
@@ -20,10 +26,6 @@ class Observation:
     pod_name: str = ""
     started_at: datetime | None = None
     finished_at: datetime | None = None
-
-
-def _time(text: str | None) -> datetime | None:
-    return datetime.fromisoformat(text.replace("Z", "+00:00")) if text else None
 
 
 def _condition(job: Obj, kind: str) -> Obj | None:
@@ -53,7 +55,7 @@ def _pod_facts(pod: Obj | None) -> tuple[str, str, int | None, datetime | None]:
         return "", "", None, None
     term = _terminated(pod)
     code = int(term["exitCode"]) if term and term.get("exitCode") is not None else None
-    started = _time((pod.get("status") or {}).get("startTime"))
+    started = parse_time((pod.get("status") or {}).get("startTime"))
     return (pod.get("spec") or {}).get("nodeName") or "", pod["metadata"]["name"], code, started
 
 
@@ -64,10 +66,10 @@ def observe(job: Obj | None, pods: list[Obj]) -> Observation:
     pod = _latest_pod(pods)
     node, pod_name, code, started = _pod_facts(pod)
     status = job.get("status") or {}
-    started = started or _time(status.get("startTime"))
+    started = started or parse_time(status.get("startTime"))
     complete, failed = _condition(job, "Complete"), _condition(job, "Failed")
     if complete:
-        done = _time(complete.get("lastTransitionTime")) or _time(status.get("completionTime"))
+        done = parse_time(complete.get("lastTransitionTime")) or parse_time(status.get("completionTime"))
         return Observation(
             JobState.SUCCEEDED, "Completed", code if code is not None else 0, node, pod_name, started, done
         )
@@ -81,9 +83,31 @@ def observe(job: Obj | None, pods: list[Obj]) -> Observation:
             node,
             pod_name,
             started,
-            _time(failed.get("lastTransitionTime")),
+            parse_time(failed.get("lastTransitionTime")),
         )
     phase = (pod.get("status") or {}).get("phase") if pod else None
     if phase in ("Running", "Succeeded", "Failed"):
         return Observation(JobState.RUNNING, f"Pod {pod_name} on {node}", None, node, pod_name, started)
     return Observation(None, "", None, node, pod_name)
+
+
+JOB_NAME = re.compile(r"^job-([0-9a-f-]{36})(?:-[a-z0-9]+)?$")
+
+
+def event_projection(obj: Obj) -> Obj | None:
+    """The few fields of a core/v1 Event the timeline keeps, or None when it is not a job's."""
+    involved = obj.get("involvedObject") or {}
+    match = JOB_NAME.match(str(involved.get("name", "")))
+    if match is None or involved.get("kind") not in ("Job", "Pod"):
+        return None
+    meta = obj.get("metadata") or {}
+    return {
+        "uid": meta.get("uid", ""),
+        "job_uid": match.group(1),
+        "object": f"{involved.get('kind')}/{involved.get('name')}",
+        "reason": str(obj.get("reason", ""))[:120],
+        "message": str(obj.get("message", ""))[:2000],
+        "type": obj.get("type", ""),
+        "count": int(obj.get("count") or 1),
+        "at": obj.get("lastTimestamp") or obj.get("eventTime") or meta.get("creationTimestamp"),
+    }

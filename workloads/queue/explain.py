@@ -10,6 +10,7 @@ from datetime import UTC, datetime, timedelta
 
 from workloads.queue.admit import Block
 from workloads.queue.capacity import Placement, build_ledger
+from workloads.queue.decide import Decision, decide
 from workloads.queue.estimate import estimate_starts
 from workloads.queue.model import (
     ClusterState,
@@ -19,7 +20,6 @@ from workloads.queue.model import (
     PendingJob,
     ProjectQuota,
 )
-from workloads.queue.plan import Decision, decide
 
 MAX_SHRINK_TRIES = 8
 

@@ -2,12 +2,10 @@
 
 from __future__ import annotations
 
-from datetime import datetime
-
 from django import template
 
 from workloads.models import Job
-from workloads.queue_selectors import queue_summary
+from workloads.selectors import queue_summary
 
 register = template.Library()
 
@@ -15,12 +13,4 @@ register = template.Library()
 @register.filter
 def queue_text(job: Job) -> str:
     q = queue_summary(job)
-    if q is None:
-        return ""
-    text = (f"#{q['position']}: " if q["position"] else "") + str(q["reason"])
-    if q["estimated_start"]:
-        start = datetime.fromisoformat(q["estimated_start"])
-        text += f" · starts ≈ {start:%Y-%m-%d %H:%M} UTC"
-    if q["hints"]:
-        text += " · " + "; ".join(q["hints"])
-    return text
+    return q["text"] if q is not None else ""

@@ -6,10 +6,10 @@ from django.contrib.messages.storage.fallback import FallbackStorage
 from django.test import RequestFactory
 
 from tests.fixtures.personas import World
-from workloads import services
-from workloads.admin import JobAdmin
+from workloads.admin.jobs import JobAdmin
 from workloads.choices import JobState
 from workloads.models import Job
+from workloads.services import jobs as services
 from workloads.tests.conftest import IMAGE
 
 pytestmark = pytest.mark.django_db

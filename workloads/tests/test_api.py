@@ -10,9 +10,9 @@ from django.utils import timezone
 
 from accounts.choices import TokenScope
 from tests.fixtures.personas import World, api_client
-from workloads import services
 from workloads.choices import JobState
 from workloads.models import Job
+from workloads.services import jobs as services
 from workloads.tests.conftest import IMAGE
 from workloads.tests.fakes import FakeKube
 

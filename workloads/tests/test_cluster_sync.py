@@ -5,10 +5,12 @@ from typing import Any
 import pytest
 
 from tests.fixtures.personas import World
-from workloads import services
-from workloads.cluster_sync import event_projection, jobs_needing_reconcile, k8s_event_record, orphans_report
-from workloads.controller import WATCH_SPECS, _SeenVersions
+from workloads.controller.watches import WATCH_SPECS, _SeenVersions
+from workloads.k8s.status import event_projection
 from workloads.models import OrphanReport
+from workloads.selectors import jobs_needing_reconcile
+from workloads.services import jobs as services
+from workloads.services.cluster_sync import k8s_event_record, orphans_report
 from workloads.tests.conftest import IMAGE
 
 

@@ -8,11 +8,11 @@ import pytest
 from django.core import mail
 
 from tests.fixtures.personas import World
-from workloads import services
-from workloads.admission import admission_pass
+from workloads.admission.cycle import admission_pass
 from workloads.choices import JobState
 from workloads.k8s import paths
 from workloads.models import Job, ReconcileOutbox
+from workloads.services import jobs as services
 from workloads.tasks import notify_job, reconcile_job
 from workloads.tests.conftest import IMAGE
 from workloads.tests.fakes import FakeKube
@@ -158,7 +158,7 @@ def test_a_cancel_racing_the_create_leaves_no_cluster_job(jobs_world: World, fak
     stale = Job.objects.get(pk=job.pk)  # a reconcile that read the row before the cancel committed
     services.job_cancel(actor=jobs_world.owner, job=job)
     reconcile_job(job.pk)  # the cancel's reconcile: nothing to delete yet
-    from workloads.k8s.reconcilers.job import JobReconciler
+    from workloads.services.cluster_sync import job_sync
 
-    JobReconciler(stale, fake_kube).run()  # the stale one creates, sees the cancel, deletes again
+    job_sync(job=stale, client=fake_kube)  # the stale one creates, sees the cancel, deletes again
     assert paths.job("gp-alpha", job.k8s_name) not in fake_kube.objects

@@ -11,13 +11,14 @@ from django.utils import timezone
 
 from accounts.models import AuditLog, Quota, User
 from tests.fixtures.personas import World
-from workloads import cluster_sync, grants, services
-from workloads.admission import admission_pass
-from workloads.choices import JobState
+from workloads.admission.cycle import admission_cycle, admission_pass
+from workloads.choices import JobState, TaskName
 from workloads.k8s import paths
 from workloads.models import GrantStatus, Job, QueueSettings
-from workloads.queue_service import admission_cycle
-from workloads.tests.conftest import IMAGE
+from workloads.services import cluster_sync, grants
+from workloads.services import jobs as services
+from workloads.services import queue as queue_services
+from workloads.tests.conftest import IMAGE, capture_sends
 from workloads.tests.fakes import FakeKube, fake_node
 
 pytestmark = pytest.mark.django_db
@@ -123,10 +124,7 @@ def test_a_borrower_is_preempted_with_notice_and_resumes(
     monkeypatch: pytest.MonkeyPatch,
     django_capture_on_commit_callbacks: Any,
 ) -> None:
-    from workloads import tasks
-
-    sent: list[tuple[int, str]] = []
-    monkeypatch.setattr(tasks.notify_job, "delay", lambda job_id, kind: sent.append((job_id, kind)))
+    sent: list[tuple[int, str]] = capture_sends(monkeypatch, TaskName.NOTIFY_JOB)
     QueueSettings.objects.update_or_create(pk=1, defaults={"preemption_notice_s": 60})
     Quota.objects.filter(project__in=[jobs_world.alpha, jobs_world.beta]).update(gpus=4)
     own = submit(jobs_world.member, jobs_world.alpha, gpus=4, preemptible=True)
@@ -169,15 +167,15 @@ def test_a_borrower_is_preempted_with_notice_and_resumes(
 def test_operators_hold_release_and_move_to_front(jobs_world: World, fake_kube: FakeKube) -> None:
     fake_kube.nodes = [fake_node("n0", gpus=1)]
     a, b = submit(jobs_world.member, jobs_world.alpha), submit(jobs_world.member, jobs_world.alpha)
-    assert grants.queue_action(actor=jobs_world.admin, job_ids=[a.pk], action="hold") == 1
+    assert queue_services.queue_action(actor=jobs_world.admin, job_ids=[a.pk], action="hold") == 1
     assert admission_pass() == [b.pk]
     a.refresh_from_db()
     assert a.queue_explanation["code"] == "held"
     with pytest.raises(Exception, match="operators"):
-        grants.queue_action(actor=jobs_world.member, job_ids=[a.pk], action="release")
+        queue_services.queue_action(actor=jobs_world.member, job_ids=[a.pk], action="release")
     c = submit(jobs_world.member, jobs_world.alpha)
-    grants.queue_action(actor=jobs_world.admin, job_ids=[a.pk], action="release")
-    grants.queue_action(actor=jobs_world.admin, job_ids=[c.pk], action="front")
+    queue_services.queue_action(actor=jobs_world.admin, job_ids=[a.pk], action="release")
+    queue_services.queue_action(actor=jobs_world.admin, job_ids=[c.pk], action="front")
     Job.objects.filter(pk=b.pk).update(state=JobState.SUCCEEDED, finished_at=timezone.now())
     assert admission_pass() == [c.pk]
 
@@ -193,13 +191,12 @@ def test_resource_quota_counts_active_grants_and_admitted_borrowers(
     monkeypatch: pytest.MonkeyPatch,
     django_capture_on_commit_callbacks: Any,
 ) -> None:
-    from workloads import signals, tasks
     from workloads.k8s import builders
     from workloads.k8s.reconcilers.namespace import ResourceQuotaReconciler
+    from workloads.selectors import namespace_tenant
 
-    refreshed: list[int] = []
-    monkeypatch.setattr(signals, "_enqueue_namespace", refreshed.append)
-    monkeypatch.setattr(tasks.notify_job, "delay", lambda *a: None)
+    refreshed: list[int] = capture_sends(monkeypatch, TaskName.RECONCILE_NAMESPACE)
+    capture_sends(monkeypatch, TaskName.NOTIFY_JOB)
     Quota.objects.filter(project__in=[jobs_world.alpha, jobs_world.beta]).update(gpus=2, mps_slices=4)
     alpha = jobs_world.alpha
     quota = Quota.objects.get(project=alpha)
@@ -214,7 +211,9 @@ def test_resource_quota_counts_active_grants_and_admitted_borrowers(
         starts_at=now + timedelta(hours=1),
         until=now + timedelta(hours=3),
     )
-    assert ResourceQuotaReconciler(alpha, fake_kube).desired() == builders.build_resource_quota(alpha, quota)
+    assert ResourceQuotaReconciler(
+        namespace_tenant(project=alpha), fake_kube
+    ).desired() == builders.build_resource_quota(alpha, quota)
     with django_capture_on_commit_callbacks(execute=True):
         assert grants.grant_decide(actor=jobs_world.admin, grant=grant, approve=True)
         assert grants.grant_decide(actor=jobs_world.admin, grant=later, approve=True)  # not started: no GPUs
@@ -225,9 +224,9 @@ def test_resource_quota_counts_active_grants_and_admitted_borrowers(
         assert admission_pass() == [own.pk, borrower.pk]
     assert Job.objects.get(pk=borrower.pk).borrowing
     assert refreshed == [alpha.pk] * 3  # the borrower's admission
-    assert ResourceQuotaReconciler(alpha, fake_kube).desired() == builders.build_resource_quota(
-        alpha, quota, extra_gpus=1 + 2, extra_slices=2
-    )
+    assert ResourceQuotaReconciler(
+        namespace_tenant(project=alpha), fake_kube
+    ).desired() == builders.build_resource_quota(alpha, quota, extra_gpus=1 + 2, extra_slices=2)
     cluster_sync.job_reconcile(job_id=borrower.pk, client=fake_kube)  # un-suspend raises the quota first
     assert _hard_gpus(fake_kube, alpha.namespace) == "5"
     with django_capture_on_commit_callbacks(execute=True):

@@ -10,7 +10,7 @@ from typing import Any
 from django.core.management.base import BaseCommand, CommandParser
 
 import portal.celery  # noqa: F401 - the controller publishes tasks through the portal's Celery app
-from workloads.controller import Controller
+from workloads.controller.loop import Controller
 
 
 class Command(BaseCommand):

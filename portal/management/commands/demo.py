@@ -54,7 +54,7 @@ def seed() -> tuple[Project, dict[str, str]]:
 def submit_demo_jobs(project: Project) -> int:
     """More GPU jobs than the quota holds, so a queue with positions and reasons forms."""
     from workloads.models import Job
-    from workloads.services import job_submit
+    from workloads.services.jobs import job_submit
 
     if Job.objects.filter(project=project).exists():
         return 0

@@ -1,21 +1,29 @@
 """A project's namespace and its guard rails, in a fixed order (namespace first).
 
 Objects are written with server-side apply under the portal's field manager, so a reconcile is
-idempotent and an operator's quota change in the admin simply re-applies the ResourceQuota.
+idempotent and an operator's quota change in the admin simply re-applies the ResourceQuota. The
+reconcilers read no rows: the caller hands them a `Tenant` with the quota already worked out.
 """
 
 from __future__ import annotations
 
-from django.db.models import Sum
-from django.db.models.functions import Coalesce
-from django.utils import timezone
+from dataclasses import dataclass
 
 from accounts.models import Project, Quota
-from workloads.choices import ACTIVE_STATES
 from workloads.k8s import builders, paths
 from workloads.k8s.client import KubeClient
 from workloads.k8s.reconcilers.base import NeedsUpdate, Obj, Reconciler
-from workloads.models import GrantStatus, Job, QuotaGrant
+
+
+@dataclass(frozen=True)
+class Tenant:
+    """What a project's namespace objects are built from. `extra_*`: GPUs and slices above the base
+    quota that admission may have let through (active grants, admitted borrowing jobs)."""
+
+    project: Project
+    quota: Quota
+    extra_gpus: int = 0
+    extra_slices: int = 0
 
 
 def _subset(want: Obj, have: Obj) -> bool:
@@ -25,7 +33,7 @@ def _subset(want: Obj, have: Obj) -> bool:
     )
 
 
-class _Applied(Reconciler[Project]):
+class _Applied(Reconciler[Tenant]):
     def reconcile(self, current: Obj, desired: Obj) -> None:
         want = {"metadata": {"labels": desired["metadata"].get("labels", {})}}
         want.update({k: v for k, v in desired.items() if k in ("spec",)})
@@ -41,28 +49,10 @@ class NamespaceReconciler(_Applied):
 
     @property
     def path(self) -> str:
-        return paths.namespace(self.owner.namespace)
+        return paths.namespace(self.owner.project.namespace)
 
     def desired(self) -> Obj:
-        return builders.build_namespace(self.owner)
-
-
-def quota_extra(project: Project) -> tuple[int, int]:
-    """GPUs and slices above the base quota that admission may have let through: active approved
-    grants plus the project's admitted/running borrowing jobs."""
-    now = timezone.now()
-    grants = QuotaGrant.objects.filter(
-        project=project, status=GrantStatus.APPROVED, starts_at__lte=now, until__gt=now
-    ).aggregate(g=Coalesce(Sum("gpus"), 0), s=Coalesce(Sum("slices"), 0))
-    borrowed = Job.objects.filter(project=project, borrowing=True, state__in=ACTIVE_STATES).aggregate(
-        g=Coalesce(Sum("gpus"), 0), s=Coalesce(Sum("mps_slices"), 0)
-    )
-    return grants["g"] + borrowed["g"], grants["s"] + borrowed["s"]
-
-
-def reconcile_quota(project: Project, client: KubeClient) -> None:
-    """Converge the ResourceQuota alone (a grant or a borrowing job changed)."""
-    ResourceQuotaReconciler(project, client).up()
+        return builders.build_namespace(self.owner.project)
 
 
 class ResourceQuotaReconciler(_Applied):
@@ -70,13 +60,12 @@ class ResourceQuotaReconciler(_Applied):
 
     @property
     def path(self) -> str:
-        return paths.resource_quota(self.owner.namespace, "portal-quota")
+        return paths.resource_quota(self.owner.project.namespace, "portal-quota")
 
     def desired(self) -> Obj:
-        quota = Quota.objects.filter(project=self.owner).first() or Quota(project=self.owner)
-        extra_gpus, extra_slices = quota_extra(self.owner)
+        t = self.owner
         return builders.build_resource_quota(
-            self.owner, quota, extra_gpus=extra_gpus, extra_slices=extra_slices
+            t.project, t.quota, extra_gpus=t.extra_gpus, extra_slices=t.extra_slices
         )
 
     def reconcile(self, current: Obj, desired: Obj) -> None:
@@ -89,10 +78,10 @@ class LimitRangeReconciler(_Applied):
 
     @property
     def path(self) -> str:
-        return paths.limit_range(self.owner.namespace, "portal-limits")
+        return paths.limit_range(self.owner.project.namespace, "portal-limits")
 
     def desired(self) -> Obj:
-        return builders.build_limit_range(self.owner)
+        return builders.build_limit_range(self.owner.project)
 
 
 class NetworkPolicyReconciler(_Applied):
@@ -100,10 +89,10 @@ class NetworkPolicyReconciler(_Applied):
 
     @property
     def path(self) -> str:
-        return paths.network_policy(self.owner.namespace, "default-deny")
+        return paths.network_policy(self.owner.project.namespace, "default-deny")
 
     def desired(self) -> Obj:
-        return builders.build_network_policy(self.owner)
+        return builders.build_network_policy(self.owner.project)
 
 
 RECONCILE_ORDER: tuple[type[_Applied], ...] = (
@@ -114,6 +103,11 @@ RECONCILE_ORDER: tuple[type[_Applied], ...] = (
 )
 
 
-def reconcile_namespace(project: Project, client: KubeClient) -> list[str]:
+def reconcile_namespace(tenant: Tenant, client: KubeClient) -> list[str]:
     """Converge every object of the project's namespace; returns the kinds it touched."""
-    return [cls.kind for cls in RECONCILE_ORDER if cls(project, client).up() is not None]
+    return [cls.kind for cls in RECONCILE_ORDER if cls(tenant, client).up() is not None]
+
+
+def reconcile_quota(tenant: Tenant, client: KubeClient) -> None:
+    """Converge the ResourceQuota alone (a grant or a borrowing job changed)."""
+    ResourceQuotaReconciler(tenant, client).up()

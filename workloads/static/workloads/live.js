@@ -10,15 +10,6 @@
 
   function label(state) { return state.charAt(0).toUpperCase() + state.slice(1); }
 
-  function queueText(q) {
-    if (!q) { return ""; }
-    let text = q.position ? "#" + q.position + ": " : "";
-    text += q.reason;
-    if (q.estimated_start) { text += " · starts ≈ " + new Date(q.estimated_start).toLocaleString(); }
-    if (q.hints && q.hints.length) { text += " · " + q.hints.join("; "); }
-    return text;
-  }
-
   function apply(msg) {
     document.querySelectorAll('[data-job="' + msg.job + '"]').forEach(function (row) {
       const state = row.querySelector('[data-field="state"]');
@@ -33,7 +24,7 @@
       const code = row.querySelector('[data-field="exit_code"]');
       if (code && msg.exit_code !== null) { code.textContent = String(msg.exit_code); }
       const queue = row.querySelector('[data-field="queue"]');
-      if (queue) { queue.textContent = queueText(msg.queue); }
+      if (queue) { queue.textContent = msg.queue ? msg.queue.text : ""; }
       const node = row.querySelector('[data-field="node"]');
       if (node && msg.node) { node.textContent = msg.node; }
     });

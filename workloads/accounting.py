@@ -1,24 +1,31 @@
-"""GPU-hours history from the accounting rows (the jobs themselves: started_at, finished_at, size).
+"""GPU-hours: the one place they are summed, rolled up and written as CSV.
 
-Two readers: the queue's fair share (decayed GPU-hours per project and per (project, owner)) and the
-usage history (GPU-hours per user or project per day, for the chart, the CSV and the API). A job's
-hours are split over the day buckets its run overlaps, so a week-long job counts on every day.
+The ledger is the jobs themselves (started_at, finished_at, size; `Job.gpu_hours` is the one
+formula). Readers: the queue's fair share (decayed GPU-hours per project and per (project, owner)),
+the per-job export (API and admin CSV) and the usage history (GPU-hours per user or project per
+day, for the chart, the CSV and the API). A job's hours are split over the day buckets its run
+overlaps, so a week-long job counts on every day.
 """
 
 from __future__ import annotations
 
+import csv
+import io
 from collections.abc import Iterable
 from datetime import datetime, timedelta
 from statistics import median
 from typing import Any
 
 from django.db.models import Q, QuerySet
+from django.http import HttpResponse
 from django.utils import timezone
 
+from accounts.models import User
 from workloads.choices import JobState
 from workloads.models import Job
 from workloads.queue import Usage
 from workloads.queue.fairshare import UsageRecord, decayed
+from workloads.selectors import job_list
 
 HALF_LIVES_KEPT = 10  # older records weigh < 0.1 %
 
@@ -90,3 +97,48 @@ def chart_data(rows: list[dict[str, Any]], *, group: str) -> dict[str, Any]:
         "labels": days,
         "datasets": [{"label": k, "data": [index.get((d, k), 0) for d in days]} for k in keys],
     }
+
+
+def gpu_hours_rows(*, user: User, since: datetime | None = None) -> list[dict[str, Any]]:
+    """Allocated GPU-hours per job the user can see (started jobs only)."""
+    qs = job_list(user=user).filter(started_at__isnull=False).filter(Q(gpus__gt=0) | Q(mps_slices__gt=0))
+    if since is not None:
+        qs = qs.filter(Q(finished_at__isnull=True) | Q(finished_at__gte=since))
+    now = timezone.now()
+    return [gpu_hours_row(job, now) for job in qs.order_by("started_at")]
+
+
+def gpu_hours_row(job: Job, now: datetime) -> dict[str, Any]:
+    """One job's line of the GPU-hours export (API and admin alike)."""
+    return {
+        "job": str(job.uid),
+        "project": job.project.slug,
+        "user": job.owner.email,
+        "state": job.state,
+        "gpus": job.gpus,
+        "mps_slices": job.mps_slices,
+        "gpu_type": job.gpu_type,
+        "started_at": job.started_at.isoformat() if job.started_at else "",
+        "finished_at": job.finished_at.isoformat() if job.finished_at else "",
+        "gpu_hours": round(job.gpu_hours(now), 4),
+    }
+
+
+def gpu_hours_rollup(rows: Iterable[dict[str, Any]], *, by: str) -> list[dict[str, Any]]:
+    """Sum rows per 'user' or 'project'."""
+    totals: dict[str, float] = {}
+    for row in rows:
+        totals[row[by]] = totals.get(row[by], 0.0) + float(row["gpu_hours"])
+    return [{by: key, "gpu_hours": round(value, 4)} for key, value in sorted(totals.items())]
+
+
+def csv_response(rows: list[dict[str, Any]], filename: str) -> HttpResponse:
+    """Rows of one shape as a CSV download (the columns are the first row's keys)."""
+    out = io.StringIO()
+    fields = list(rows[0]) if rows else ["job", "project", "user", "gpu_hours"]
+    writer = csv.DictWriter(out, fieldnames=fields)
+    writer.writeheader()
+    writer.writerows(rows)
+    response = HttpResponse(out.getvalue(), content_type="text/csv")
+    response["Content-Disposition"] = f'attachment; filename="{filename}"'
+    return response

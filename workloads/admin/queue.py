@@ -1,5 +1,5 @@
 """Operators' queue: the admission queue in order with reasons (hold / release / move to front),
-quota grants (approve / refuse), and the queue settings. Imported by workloads.admin."""
+quota grants (approve / refuse), and the queue settings."""
 
 from __future__ import annotations
 
@@ -12,10 +12,11 @@ from django.http import HttpRequest
 
 from accounts.admin import AuditedAdmin
 from accounts.models import User
-from workloads import grants
 from workloads.choices import JobState
 from workloads.models import QueuedJob, QueueSettings, QuotaGrant
-from workloads.queue_selectors import queue_summary
+from workloads.selectors import queue_summary
+from workloads.services import grants
+from workloads.services.queue import queue_action
 
 
 def _actor(request: HttpRequest) -> User:
@@ -63,17 +64,20 @@ class QueuedJobAdmin(admin.ModelAdmin):  # type: ignore[type-arg]
 
     @admin.display(description="why pending")
     def reason(self, job: QueuedJob) -> str:
-        q = queue_summary(job) or {}
-        hints = "; ".join(q.get("hints") or [])
-        return f"{q.get('reason', '')}" + (f" ({hints})" if hints else "")
+        q = queue_summary(job)
+        if q is None:
+            return ""
+        hints = "; ".join(q["hints"])
+        return q["reason"] + (f" ({hints})" if hints else "")
 
     @admin.display(description="estimated start")
     def estimated_start(self, job: QueuedJob) -> str:
-        return str((queue_summary(job) or {}).get("estimated_start") or "-")
+        q = queue_summary(job)
+        return (q["estimated_start"] if q else None) or "-"
 
     def _act(self, request: HttpRequest, queryset: QuerySet[QueuedJob], action: str) -> None:
         ids = list(queryset.values_list("pk", flat=True))
-        count = grants.queue_action(actor=_actor(request), job_ids=ids, action=action, request=request)
+        count = queue_action(actor=_actor(request), job_ids=ids, action=action, request=request)
         self.message_user(request, f"{action}: {count} job(s).", messages.SUCCESS)
 
     @admin.action(description="Hold (keep the place, never start)")

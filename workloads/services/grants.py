@@ -1,15 +1,13 @@
-"""Writes for the admission queue: temporary quota grants and the operators' queue actions.
+"""Writes for temporary quota grants.
 
-Grants: members of a project request one; operators approve or refuse it (admin actions); an
-approved grant counts in the queue while `starts_at <= now < until` and `grants_expire` (a periodic
-task) marks it expired afterwards. Every change is a compare-and-swap on `status` and is audited.
-Queue actions (hold, release, move to the front) are compare-and-swap updates of queued jobs.
+Members of a project request one; operators approve or refuse it (admin actions); an approved grant
+counts in the queue while `starts_at <= now < until` and `grants_expire` (a periodic task) marks it
+expired afterwards. Every change is a compare-and-swap on `status` and is audited.
 """
 
 from __future__ import annotations
 
 from datetime import datetime, timedelta
-from typing import Any
 
 from django.core.exceptions import PermissionDenied, ValidationError
 from django.db import transaction
@@ -18,10 +16,9 @@ from django.utils import timezone
 
 from accounts.audit import audit_record, snapshot
 from accounts.models import Project, User
-from workloads.choices import JobState
-from workloads.models import GrantStatus, Job, QuotaGrant
-from workloads.services import require_submitter
-from workloads.signals import namespace_refresh
+from workloads.models import GrantStatus, QuotaGrant
+from workloads.services.jobs import require_submitter
+from workloads.services.publisher import namespace_refresh
 
 MAX_GRANT = timedelta(days=31)
 
@@ -145,29 +142,10 @@ def grants_started(*, since: datetime, now: datetime | None = None) -> list[int]
     return ids
 
 
-QUEUE_ACTIONS: dict[str, dict[str, Any]] = {
-    "hold": {"held": True},
-    "release": {"held": False},
-    "front": {"queue_front": True},
-}
-
-
-def queue_action(*, actor: User, job_ids: list[int], action: str, request: HttpRequest | None = None) -> int:
-    """Operators: hold, release or move queued jobs to the front. Returns how many changed."""
-    if not actor.is_staff:
-        raise PermissionDenied("Only operators change the queue.")
-    changes = QUEUE_ACTIONS[action]
-    count = 0
-    for job in Job.objects.select_related("project").filter(pk__in=job_ids, state=JobState.QUEUED):
-        with transaction.atomic():
-            if Job.objects.filter(pk=job.pk, state=JobState.QUEUED).update(**changes):
-                audit_record(
-                    actor=actor,
-                    action=f"queue.{action}",
-                    obj=job,
-                    project=job.project,
-                    after=changes,
-                    request=request,
-                )
-                count += 1
-    return count
+def grants_tick(*, now: datetime | None = None) -> list[int]:
+    """The periodic run (every 60 s): grants that began in the last 2 minutes raise their project's
+    ResourceQuota (re-applying is idempotent, so the overlap is harmless), then due grants expire.
+    Returns the ids expired."""
+    now = now or timezone.now()
+    grants_started(since=now - timedelta(minutes=2), now=now)
+    return grants_expire(now=now)

@@ -16,7 +16,8 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from workloads.k8s import builders
+from plugin.names import GPU_PRODUCT_LABEL, GPU_RESOURCE, SHARED_RESOURCE
+from workloads.k8s import labels, paths
 from workloads.k8s.client import KubeClient
 from workloads.queue import NodeState, SharedGpu
 
@@ -31,20 +32,20 @@ class LiveCluster:
 
     def job_uids(self) -> set[str]:
         """Portal jobs (by uid label) that have a non-terminal pod, bound or not."""
-        return {str(_labels(p)[builders.UID_LABEL]) for p in self.pods if builders.UID_LABEL in _labels(p)}
+        return {str(_labels(p)[labels.UID_LABEL]) for p in self.pods if labels.UID_LABEL in _labels(p)}
 
     def bound_job_uids(self) -> set[str]:
         """Portal jobs (by uid label) that have a bound, non-terminal pod."""
         return {
-            str(_labels(p).get(builders.UID_LABEL))
+            str(_labels(p).get(labels.UID_LABEL))
             for p in self.pods
-            if _node_of(p) and builders.UID_LABEL in _labels(p)
+            if _node_of(p) and labels.UID_LABEL in _labels(p)
         }
 
 
 def live_cluster(client: KubeClient) -> LiveCluster:
-    nodes = (client.get("/api/v1/nodes") or {}).get("items") or []
-    pods = (client.get("/api/v1/pods") or {}).get("items") or []
+    nodes = (client.get(paths.NODES) or {}).get("items") or []
+    pods = (client.get(paths.ALL_PODS) or {}).get("items") or []
     return LiveCluster(list(nodes), [p for p in pods if _live(p)])
 
 
@@ -97,19 +98,19 @@ def node_states(
     cluster: LiveCluster, *, reserved: Mapping[str, tuple[int, int]], slices_per_gpu: int
 ) -> tuple[NodeState, ...]:
     """`reserved`: node -> (gpus, slices) of admitted portal jobs whose pods are not bound yet."""
-    gpus_used, slices_used = _used(cluster.pods, builders.GPU), _used(cluster.pods, builders.GPU_SHARED)
+    gpus_used, slices_used = _used(cluster.pods, GPU_RESOURCE), _used(cluster.pods, SHARED_RESOURCE)
     out = []
     for node in cluster.nodes:
         name = str(node["metadata"]["name"])
         alloc = (node.get("status") or {}).get("allocatable") or {}
-        total = int(alloc.get(builders.GPU) or 0)
+        total = int(alloc.get(GPU_RESOURCE) or 0)
         res_gpus, res_slices = reserved.get(name, (0, 0))
         free = max(0, total - gpus_used.get(name, 0) - res_gpus)
         shared = _shared(
-            int(alloc.get(builders.GPU_SHARED) or 0), slices_used.get(name, 0) + res_slices, slices_per_gpu
+            int(alloc.get(SHARED_RESOURCE) or 0), slices_used.get(name, 0) + res_slices, slices_per_gpu
         )
         if not total and not shared:
             continue
-        gpu_type = _labels(node).get(builders.GPU_PRODUCT, "")
+        gpu_type = _labels(node).get(GPU_PRODUCT_LABEL, "")
         out.append(NodeState(name, gpu_type, free, total, shared, _schedulable(node)))
     return tuple(out)

@@ -13,7 +13,7 @@ from channels.layers import get_channel_layer
 
 from workloads.messages import JobStateMessage, job_group
 from workloads.models import Job
-from workloads.queue_selectors import queue_summary
+from workloads.selectors import queue_summary
 
 log = logging.getLogger(__name__)
 

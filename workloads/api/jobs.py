@@ -7,8 +7,6 @@ strictly), and serialise the result. Write actions need the token scope `submit`
 
 from __future__ import annotations
 
-import csv
-import io
 from typing import Any
 
 from django.core.exceptions import ValidationError
@@ -23,10 +21,11 @@ from accounts.api import request_user
 from accounts.choices import TokenScope
 from accounts.models import Project
 from accounts.selectors import project_list
-from workloads import logs, selectors, services
+from workloads import accounting, logs, selectors
 from workloads.choices import JobState, Priority
+from workloads.messages import QueueSummary
 from workloads.models import Job, JobEvent, JobTemplate
-from workloads.queue_selectors import queue_summary
+from workloads.services import jobs as services
 
 
 class QueueSummarySerializer(serializers.Serializer[Any]):
@@ -37,6 +36,7 @@ class QueueSummarySerializer(serializers.Serializer[Any]):
     reason = serializers.CharField()
     hints = serializers.ListField(child=serializers.CharField())
     held = serializers.BooleanField()
+    text = serializers.CharField(help_text="The whole summary as one line, as the pages show it.")
 
 
 class JobSerializer(serializers.ModelSerializer[Job]):
@@ -90,8 +90,8 @@ class JobSerializer(serializers.ModelSerializer[Job]):
         return round(job.gpu_hours(), 4)
 
     @extend_schema_field(QueueSummarySerializer(allow_null=True))
-    def get_queue(self, job: Job) -> dict[str, Any] | None:
-        return queue_summary(job)
+    def get_queue(self, job: Job) -> QueueSummary | None:
+        return selectors.queue_summary(job)
 
 
 class JobEventSerializer(serializers.ModelSerializer[JobEvent]):
@@ -210,21 +210,10 @@ class JobViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, viewsets.Gene
         group = request.query_params.get("group", "job")
         if group not in ("job", "user", "project"):
             raise ValidationError({"group": ["One of job, user, project."]})
-        rows = selectors.gpu_hours_rows(user=request_user(request))
+        rows = accounting.gpu_hours_rows(user=request_user(request))
         if group != "job":
-            rows = selectors.gpu_hours_rollup(rows, by=group)
-        return csv_response(rows, f"gpu-hours-by-{group}.csv")
-
-
-def csv_response(rows: list[dict[str, Any]], filename: str) -> HttpResponse:
-    out = io.StringIO()
-    fields = list(rows[0]) if rows else ["job", "project", "user", "gpu_hours"]
-    writer = csv.DictWriter(out, fieldnames=fields)
-    writer.writeheader()
-    writer.writerows(rows)
-    response = HttpResponse(out.getvalue(), content_type="text/csv")
-    response["Content-Disposition"] = f'attachment; filename="{filename}"'
-    return response
+            rows = accounting.gpu_hours_rollup(rows, by=group)
+        return accounting.csv_response(rows, f"gpu-hours-by-{group}.csv")
 
 
 class TemplateSerializer(serializers.ModelSerializer[JobTemplate]):

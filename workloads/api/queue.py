@@ -1,6 +1,6 @@
 """REST API of the admission queue: /api/v1/grants/ (temporary quota grants) and /api/v1/usage/.
 
-Thin like workloads.api: the project comes from the caller's projects (a foreign project is a field
+Thin like workloads.api.jobs: the project comes from the caller's projects (a foreign project is a field
 error, never a hint that it exists); the services validate and audit.
 """
 
@@ -22,12 +22,10 @@ from accounts.api import request_user
 from accounts.choices import TokenScope
 from accounts.models import Project
 from accounts.selectors import project_list
-from workloads.api import csv_response
-from workloads.grants import grant_request
+from workloads.accounting import csv_response, usage_history
 from workloads.models import QuotaGrant
-from workloads.queue_selectors import grant_list
-from workloads.selectors import job_list
-from workloads.usage import usage_history
+from workloads.selectors import grant_list, job_list
+from workloads.services.grants import grant_request
 
 
 class GrantSerializer(serializers.ModelSerializer[QuotaGrant]):

@@ -11,6 +11,8 @@ from datetime import datetime
 from accounts.models import GpuTypeLimit, Quota
 from accounts.models import UserCap as UserCapRow
 from workloads import app_settings
+from workloads.accounting import expected_runtimes, fair_share_usage
+from workloads.admission.live import LiveCluster, node_states
 from workloads.choices import ACTIVE_STATES, PRIORITY_RANK, JobState, Priority
 from workloads.models import GrantStatus, Job, QueueSettings, QuotaGrant
 from workloads.queue import (
@@ -23,8 +25,6 @@ from workloads.queue import (
     Settings,
     UserCap,
 )
-from workloads.queue_nodes import LiveCluster, node_states
-from workloads.usage import expected_runtimes, fair_share_usage
 
 UNLIMITED = 1_000_000
 

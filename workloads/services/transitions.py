@@ -2,7 +2,7 @@
 
 `filter(pk=..., state=old).update(state=new)` makes concurrent reconcilers, cancels and the
 admission loop safe without row locks: zero rows updated means somebody else moved the job first,
-and the caller re-reads instead of overwriting (style rule 10). Transitions are forward only
+and the caller re-reads instead of overwriting. Transitions are forward only
 (workloads.choices.ALLOWED_TRANSITIONS).
 """
 
@@ -15,10 +15,9 @@ from django.db import transaction
 from django.utils import timezone
 
 from accounts.models import User
-from workloads import broadcast
 from workloads.choices import ALLOWED_TRANSITIONS, TERMINAL_STATES, EventKind, JobState
 from workloads.models import Job, JobEvent
-from workloads.signals import namespace_refresh
+from workloads.services import broadcast, publisher
 
 NOTIFY_ON = {JobState.RUNNING: "started", JobState.SUCCEEDED: "succeeded", JobState.FAILED: "failed"}
 
@@ -36,21 +35,10 @@ def _timestamps(to: JobState, at: datetime, extra: dict[str, Any]) -> dict[str, 
 
 
 def _after_commit(job_id: int, to: JobState) -> None:
-    from workloads.tasks import notify_job
-
     transaction.on_commit(lambda: broadcast.job_changed(job_id))
     kind = NOTIFY_ON.get(to)
     if kind:
-        transaction.on_commit(lambda: _safe_notify(notify_job, job_id, kind))
-
-
-def _safe_notify(task: Any, job_id: int, kind: str) -> None:
-    try:
-        task.delay(job_id, kind)
-    except Exception:
-        import logging
-
-        logging.getLogger(__name__).warning("could not enqueue notification for job %s", job_id)
+        publisher.job_notify(job_id, kind)
 
 
 def job_transition(
@@ -86,7 +74,7 @@ def job_transition(
         _after_commit(job.pk, to)
     job.refresh_from_db()
     if job.borrowing and to != JobState.RUNNING:  # admitted, preempted or ended: the quota backstop moves
-        namespace_refresh(job.project_id)
+        publisher.namespace_refresh(job.project_id)
     return True
 
 

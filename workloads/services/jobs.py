@@ -1,7 +1,7 @@
 """Writes for jobs and templates: keyword-only, typed, audited, and never a cluster call.
 
 A submission is one transaction: the Job row, its first event, the audit row and the outbox row
-commit together; the cluster hears about it only after commit (dispatch.outbox_write). Rejected
+commit together; the cluster hears about it only after commit (publisher.outbox_write). Rejected
 input raises ValidationError({field: [...]}) before anything is written.
 """
 
@@ -14,15 +14,14 @@ from django.db import transaction
 from django.http import HttpRequest
 
 from accounts.audit import audit_record, snapshot
-from accounts.choices import ROLES_THAT_SUBMIT
 from accounts.models import Project, Quota, User
-from accounts.selectors import project_role
+from accounts.selectors import can_submit
 from workloads import app_settings
 from workloads.choices import EventKind, JobState
-from workloads.dispatch import outbox_write
 from workloads.models import ImageRule, Job, JobEvent, JobTemplate, ProjectVolume
+from workloads.services.publisher import outbox_write
+from workloads.services.transitions import job_transition
 from workloads.spec import JobSpec, SpecLimits, parse_spec
-from workloads.transitions import job_transition
 
 AUDIT_EXCLUDE = ("log_tail",)
 
@@ -44,9 +43,7 @@ def spec_limits(*, project: Project) -> SpecLimits:
 
 
 def require_submitter(*, actor: User, project: Project) -> None:
-    if actor.is_staff:
-        return
-    if project_role(user=actor, project=project) not in ROLES_THAT_SUBMIT:
+    if not can_submit(user=actor, project=project):
         raise PermissionDenied("Viewers can read this project's jobs but not submit or cancel them.")
 
 

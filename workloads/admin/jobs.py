@@ -1,8 +1,8 @@
-"""Operators' view of jobs: filters, cancel as an action, GPU-hours CSV; allow-lists and volumes."""
+"""Operators' view of jobs: filters, cancel as an action, GPU-hours CSV; allow-lists, volumes,
+templates, orphan reports and the outbox."""
 
 from __future__ import annotations
 
-import csv
 from typing import Any
 
 from django.contrib import admin, messages
@@ -13,7 +13,7 @@ from django.utils import timezone
 
 from accounts.admin import AuditedAdmin
 from accounts.models import User
-from workloads import services
+from workloads.accounting import csv_response, gpu_hours_row
 from workloads.models import (
     ImageRule,
     Job,
@@ -23,6 +23,7 @@ from workloads.models import (
     ProjectVolume,
     ReconcileOutbox,
 )
+from workloads.services import jobs as job_services
 
 
 class JobEventInline(admin.TabularInline):  # type: ignore[type-arg]
@@ -69,7 +70,7 @@ class JobAdmin(admin.ModelAdmin):  # type: ignore[type-arg]
         done = 0
         for job in queryset.select_related("project"):
             try:
-                services.job_cancel(actor=request.user, job=job, request=request)
+                job_services.job_cancel(actor=request.user, job=job, request=request)
                 done += 1
             except (ValidationError, PermissionDenied) as exc:
                 self.message_user(
@@ -79,38 +80,9 @@ class JobAdmin(admin.ModelAdmin):  # type: ignore[type-arg]
 
     @admin.action(description="Export GPU-hours of the selected jobs (CSV)")
     def export_gpu_hours(self, request: HttpRequest, queryset: QuerySet[Job]) -> HttpResponse:
-        response = HttpResponse(content_type="text/csv")
-        response["Content-Disposition"] = 'attachment; filename="gpu-hours.csv"'
-        writer = csv.writer(response)
-        writer.writerow(
-            [
-                "job",
-                "project",
-                "user",
-                "state",
-                "gpus",
-                "mps_slices",
-                "started_at",
-                "finished_at",
-                "gpu_hours",
-            ]
-        )
         now = timezone.now()
-        for job in queryset.select_related("project", "owner"):
-            writer.writerow(
-                [
-                    job.uid,
-                    job.project.slug,
-                    job.owner.email,
-                    job.state,
-                    job.gpus,
-                    job.mps_slices,
-                    job.started_at or "",
-                    job.finished_at or "",
-                    round(job.gpu_hours(now), 4),
-                ]
-            )
-        return response
+        rows = [gpu_hours_row(job, now) for job in queryset.select_related("project", "owner")]
+        return csv_response(rows, "gpu-hours.csv")
 
 
 @admin.register(ImageRule)
@@ -142,6 +114,3 @@ class OrphanReportAdmin(admin.ModelAdmin):  # type: ignore[type-arg]
 class ReconcileOutboxAdmin(admin.ModelAdmin):  # type: ignore[type-arg]
     list_display = ("job", "requested_at", "published_at", "attempts")
     readonly_fields = ("job", "requested_at", "published_at", "attempts")
-
-
-from workloads import queue_admin  # noqa: E402, F401 - registers the queue, grants and settings admins

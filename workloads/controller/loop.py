@@ -1,0 +1,73 @@
+"""The controller process: leader election, watches, the admission loop and the outbox.
+
+Run with `python manage.py controller`. It holds the long-lived watch streams (never inside a
+Celery task) and turns every change into a short id-keyed Celery task (`controller.watches`); it
+writes to the database only through the outbox dispatcher, the node mirror and the admission pass.
+A second replica waits on the Lease.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import socket
+import threading
+
+from django.db import close_old_connections
+
+from workloads import app_settings
+from workloads.admission.cycle import admission_pass
+from workloads.controller.watches import WATCH_SPECS
+from workloads.k8s.client import KubeClient, get_client
+from workloads.k8s.lease import LeaderElector
+from workloads.k8s.watch import Watcher
+from workloads.services.publisher import outbox_dispatch
+
+log = logging.getLogger(__name__)
+
+
+class Controller:
+    def __init__(
+        self, *, client: KubeClient | None = None, identity: str | None = None, tick_s: float = 2.0
+    ) -> None:
+        self.client = client or get_client()
+        self.identity = identity or f"{socket.gethostname()}-{os.getpid()}"
+        self.tick_s = tick_s
+        self.elector = LeaderElector(
+            client=self.client,
+            namespace=app_settings.lease_namespace(),
+            name="gpu-portal-controller",
+            identity=self.identity,
+        )
+        self.watchers = [Watcher(client=self.client, spec=factory()) for factory in WATCH_SPECS]
+
+    def run(self, stop: threading.Event) -> None:
+        """Wait for leadership, then watch and loop until stop (or the lease is lost)."""
+        if not self.elector.acquire(stop):
+            return
+        inner = threading.Event()
+        threads = [threading.Thread(target=self.elector.renew_loop, args=(inner,), daemon=True)]
+        threads += [
+            threading.Thread(target=w.run, args=(inner,), name=f"watch-{w.spec.name}", daemon=True)
+            for w in self.watchers
+        ]
+        for thread in threads:
+            thread.start()
+        try:
+            while not stop.is_set() and not self.elector.lost.is_set():
+                self.tick()
+                stop.wait(self.tick_s)
+        finally:
+            inner.set()
+            for thread in threads:
+                thread.join(timeout=5)
+            self.elector.release()
+
+    def tick(self) -> None:
+        """One admission pass and one outbox round; a database outage is logged and retried."""
+        try:
+            close_old_connections()
+            admission_pass()
+            outbox_dispatch()
+        except Exception:
+            log.warning("controller tick failed; retrying", exc_info=True)

@@ -1,0 +1,241 @@
+"""Services that bring the cluster in line with the portal and write back what the cluster reported:
+job reconcile, namespace reconcile, Kubernetes events, orphans.
+
+They run inside Celery tasks (thin wrappers in tasks.py) and in the sweep; each is keyed by ids,
+idempotent, and holds no row lock across a Kubernetes call.
+
+Steps of `job_sync()` (each is idempotent, so a worker killed anywhere is harmless):
+
+1. Cancelled: keep the log, delete the Job with background propagation (404 = done).
+2. Missing in the cluster and never created: create it suspended (409 AlreadyExists = done), and
+   record that it exists. Missing after it was created: say "unknown", never "failed": the outcome
+   was not seen, so it is not guessed.
+3. `spec.suspend` follows the portal: false once admitted, true while queued or preempted.
+4. Observe Job conditions and the pod, move the row forward by compare-and-swap.
+5. Finished: keep the last part of the log in the row so it outlives the pod.
+"""
+
+from __future__ import annotations
+
+import logging
+import re
+from typing import Any
+
+import orjson
+from django.db import IntegrityError, transaction
+from django.db.models import Q
+from django.utils import timezone
+
+from accounts.models import Project
+from plugin.names import parse_time
+from workloads import app_settings
+from workloads.choices import TERMINAL_STATES, EventKind, JobState
+from workloads.k8s import labels, paths
+from workloads.k8s.client import KubeClient
+from workloads.k8s.errors import K8sError
+from workloads.k8s.faults import fault_point
+from workloads.k8s.reconcilers.base import NeedsUpdate, Obj
+from workloads.k8s.reconcilers.job import JobReconciler
+from workloads.k8s.reconcilers.namespace import reconcile_namespace, reconcile_quota
+from workloads.k8s.status import Observation, observe
+from workloads.models import Job, JobEvent, OrphanReport
+from workloads.selectors import jobs_needing_reconcile, namespace_tenant, project_claims
+from workloads.services.publisher import enqueue_reconcile, outbox_done
+from workloads.services.transitions import job_note, job_transition
+
+log = logging.getLogger(__name__)
+UUID = re.compile(r"[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}")
+UNKNOWN = "unknown: the Kubernetes Job is gone and its outcome was not seen"
+
+
+def namespace_sync(*, project: Project, client: KubeClient) -> list[str]:
+    """Converge the project's namespace and its guard rails; returns the kinds touched."""
+    return reconcile_namespace(namespace_tenant(project=project), client)
+
+
+def namespace_reconcile(*, project_id: int, client: KubeClient) -> list[str]:
+    project = Project.objects.filter(pk=project_id, is_active=True).first()
+    return namespace_sync(project=project, client=client) if project else []
+
+
+def job_reconcile(*, job_id: int, client: KubeClient) -> None:
+    job = Job.objects.select_related("project").filter(pk=job_id).first()
+    if job is not None:
+        job_sync(job=job, client=client)
+
+
+def job_sync(*, job: Job, client: KubeClient) -> None:
+    """Converge one job as loaded (the steps are in the module docstring)."""
+    r = JobReconciler(job, client, claims=project_claims(project=job.project))
+    if job.state == JobState.CANCELLED:
+        _cancel(r)
+        return
+    current = r.current()
+    if current is None and job.created_in_cluster_at is None and not job.is_terminal:
+        _create(r)
+        if Job.objects.filter(pk=job.pk, state=JobState.CANCELLED).exists():
+            _cancel(r, force=True)  # cancelled while we were creating: take it back
+            return
+        current = r.current()
+    elif current is None:
+        _missing(job)
+        return
+    elif job.created_in_cluster_at is None:  # created by an attempt that died before recording it
+        _mark_created(job)
+    if current is not None and not job.is_terminal:
+        try:
+            r.reconcile(current, {})
+        except NeedsUpdate:
+            _quota_first(r)
+            current = r.update(current, {})
+        fault_point("after_suspend_patch")
+    _observe(r, current)
+    outbox_done(job.pk)
+
+
+def _quota_first(r: JobReconciler) -> None:
+    """A borrowing job's GPUs are above the base quota: raise the ResourceQuota before its pods."""
+    if r.owner.borrowing and not r.want_suspended():
+        reconcile_quota(namespace_tenant(project=r.owner.project), r.client)
+
+
+def _create(r: JobReconciler) -> None:
+    _quota_first(r)
+    try:
+        r.create(r.desired())
+    except K8sError as exc:
+        if exc.status != 404:  # 404: the namespace is missing; make it and retry once
+            raise
+        namespace_sync(project=r.owner.project, client=r.client)
+        r.create(r.desired())
+    fault_point("after_create")
+    _mark_created(r.owner)
+
+
+def _mark_created(job: Job) -> None:
+    Job.objects.filter(pk=job.pk, created_in_cluster_at__isnull=True).update(
+        created_in_cluster_at=timezone.now()
+    )
+
+
+def _observe(r: JobReconciler, current: Obj | None) -> None:
+    job = r.owner
+    obs = observe(current, r.pods() if current is not None else [])
+    _apply_observation(job, obs)
+    job.refresh_from_db()
+    if job.state in TERMINAL_STATES and not job.log_captured:
+        capture_log(r)
+
+
+def _missing(job: Job) -> None:
+    if not job.is_terminal and not JobEvent.objects.filter(job=job, reason=UNKNOWN[:120]).exists():
+        job_note(job=job, reason=UNKNOWN[:120], message=UNKNOWN)
+    outbox_done(job.pk)
+
+
+def _cancel(r: JobReconciler, *, force: bool = False) -> None:
+    job = r.owner
+    if force or job.deleted_in_cluster_at is None:
+        if job.pod_name and not job.log_captured:
+            capture_log(r)
+        r.delete()
+        fault_point("after_delete")
+        Job.objects.filter(pk=job.pk).update(deleted_in_cluster_at=timezone.now())
+    outbox_done(job.pk)
+
+
+def _apply_observation(job: Job, obs: Observation) -> None:
+    facts: dict[str, Any] = {}
+    if obs.node and obs.node != job.node:
+        facts["node"] = obs.node
+    if obs.pod_name and obs.pod_name != job.pod_name:
+        facts["pod_name"] = obs.pod_name
+    if facts:
+        Job.objects.filter(pk=job.pk).update(**facts)
+    if obs.state is None or obs.state == job.state:
+        return
+    extra: dict[str, Any] = {"exit_code": obs.exit_code, "finished_at": obs.finished_at}
+    if obs.state == JobState.RUNNING or job.started_at is None:
+        extra["started_at"] = obs.started_at
+    if obs.state in TERMINAL_STATES and job.state in (JobState.QUEUED, JobState.ADMITTED) and obs.started_at:
+        Job.objects.filter(pk=job.pk, started_at__isnull=True).update(started_at=obs.started_at)
+    job_transition(job=job, to=obs.state, reason=obs.reason or obs.state, **extra)
+
+
+def capture_log(r: JobReconciler) -> None:
+    """Keep the end of the pod's log (app_settings.log_tail_bytes) in the row."""
+    job = r.owner
+    text, truncated = "", False
+    if job.pod_name:
+        try:
+            data = r.log_bytes()
+        except K8sError as exc:
+            if exc.status not in (400, 404):  # the node may be back later: the sweep retries
+                log.warning("log of %s not readable yet: %s", job, exc)
+                return
+            data = b""
+        limit = app_settings.log_tail_bytes()
+        truncated = len(data) > limit
+        text = data[-limit:].decode(errors="replace")
+    Job.objects.filter(pk=job.pk).filter(Q(log_captured=False)).update(
+        log_tail=text, log_truncated=truncated, log_captured=True
+    )
+    job.log_captured = True
+
+
+def k8s_event_record(*, event: dict[str, Any]) -> JobEvent | None:
+    """Upsert one Kubernetes event (`k8s.status.event_projection`) into its job's timeline, keyed by
+    the event's uid."""
+    job = Job.objects.filter(uid=event["job_uid"]).first()
+    if job is None or not event.get("uid"):
+        return None
+    fields = {
+        "job": job,
+        "kind": EventKind.K8S,
+        "at": parse_time(event.get("at")) or timezone.now(),
+        "reason": event["reason"],
+        "count": event["count"],
+        "message": f"{event['type']}: {event['message']}".strip(": "),
+        "object_ref": event["object"][:300],
+    }
+    try:
+        with transaction.atomic():
+            row, _ = JobEvent.objects.update_or_create(k8s_uid=event["uid"], defaults=fields)
+    except IntegrityError:
+        return JobEvent.objects.filter(k8s_uid=event["uid"]).first()
+    return row
+
+
+def orphans_report(*, cluster_jobs: list[dict[str, Any]]) -> list[OrphanReport]:
+    """Cluster Jobs with the portal's labels and no portal row: reported (logged, listed in the admin)."""
+    by_uid = {}
+    for obj in cluster_jobs:
+        meta = obj.get("metadata") or {}
+        uid = (meta.get("labels") or {}).get(labels.UID_LABEL, "")
+        by_uid[uid] = (meta.get("namespace", ""), meta.get("name", ""))
+    valid = [u for u in by_uid if UUID.fullmatch(u)]
+    known = {str(u) for u in Job.objects.filter(uid__in=valid).values_list("uid", flat=True)}
+    now, reports = timezone.now(), []
+    for uid, (namespace, name) in by_uid.items():
+        if uid in known:
+            continue
+        log.warning("orphan Kubernetes Job %s/%s (uid label %r): no portal job", namespace, name, uid)
+        report, _ = OrphanReport.objects.update_or_create(
+            namespace=namespace,
+            name=name,
+            defaults={"job_uid": uid[:64], "last_seen": now, "resolved_at": None},
+        )
+        reports.append(report)
+    return reports
+
+
+def sweep(*, client: KubeClient) -> int:
+    """Re-enqueue every job with cluster work left (stops at the first broker failure: the outbox
+    keeps the rest), then report orphans. Returns how many jobs it looked at."""
+    ids = jobs_needing_reconcile()
+    for job_id in ids:
+        if not enqueue_reconcile(job_id):
+            break
+    body = orjson.loads(client.list_raw(paths.ALL_JOBS, {"labelSelector": labels.MANAGED_SELECTOR}))
+    orphans_report(cluster_jobs=body.get("items") or [])
+    return len(ids)

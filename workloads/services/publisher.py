@@ -1,0 +1,91 @@
+"""The one way work leaves a transaction: Celery tasks sent by name after commit, and the outbox.
+
+Every writer that wants a worker to act calls this module; nothing below the task layer imports
+`workloads.tasks`. Sending never raises: a broker outage is logged, and for job reconciles the
+intent is still in `ReconcileOutbox` (written in the same transaction as the change), which
+`outbox_dispatch` republishes later. Other tasks are repaired by the periodic sweeps.
+"""
+
+from __future__ import annotations
+
+import logging
+from datetime import timedelta
+from typing import Any
+
+from celery import current_app
+from django.db import transaction
+from django.db.models import F, Q
+from django.utils import timezone
+
+from workloads import app_settings
+from workloads.choices import TaskName
+from workloads.models import ReconcileOutbox
+
+log = logging.getLogger(__name__)
+# One quick retry: a request thread must not hang on a broker that is down.
+PUBLISH_RETRY = {"max_retries": 1, "interval_start": 0, "interval_step": 0.2, "interval_max": 0.2}
+
+
+def send(name: str, *args: Any, retries: int = 1) -> bool:
+    """Publish one task by name now; False (logged) when the broker is unreachable.
+
+    `retries=0` for hot paths (the controller's watch handlers), which the sweep backs up anyway."""
+    policy = {**PUBLISH_RETRY, "max_retries": retries}
+    try:
+        current_app.send_task(str(name), args=list(args), retry=True, retry_policy=policy)
+    except Exception:
+        log.warning("could not publish %s%r (broker down?)", name, args, exc_info=True)
+        return False
+    return True
+
+
+def send_on_commit(name: str, *args: Any) -> None:
+    """Publish once the caller's transaction commits (at once outside a transaction)."""
+    transaction.on_commit(lambda: send(name, *args))
+
+
+def namespace_refresh(project_id: int) -> None:
+    """Re-apply the project's namespace after commit (its ResourceQuota follows grants and borrowing)."""
+    send_on_commit(TaskName.RECONCILE_NAMESPACE, project_id)
+
+
+def job_notify(job_id: int, kind: str) -> None:
+    """Tell the job's owner (email) after commit; `kind` completes "your job ... <kind>"."""
+    send_on_commit(TaskName.NOTIFY_JOB, job_id, kind)
+
+
+def enqueue_reconcile(job_id: int) -> bool:
+    """Publish one job reconcile now and mark its outbox row published; False when the broker is down."""
+    if not send(TaskName.RECONCILE_JOB, job_id):
+        return False
+    ReconcileOutbox.objects.filter(job_id=job_id).update(published_at=timezone.now())
+    return True
+
+
+def outbox_write(job_id: int) -> None:
+    """Record the intent inside the caller's transaction and publish once it commits."""
+    ReconcileOutbox.objects.update_or_create(
+        job_id=job_id, defaults={"requested_at": timezone.now(), "published_at": None}
+    )
+    transaction.on_commit(lambda: enqueue_reconcile(job_id))
+
+
+def outbox_done(job_id: int) -> None:
+    ReconcileOutbox.objects.filter(job_id=job_id).delete()
+
+
+def outbox_dispatch(limit: int = 500) -> int:
+    """Republish rows never published or stale; stops at the first broker failure. Returns count."""
+    stale = timezone.now() - timedelta(seconds=app_settings.outbox_retry_s())
+    rows = (
+        ReconcileOutbox.objects.filter(Q(published_at__isnull=True) | Q(published_at__lt=stale))
+        .order_by("requested_at")
+        .values_list("job_id", flat=True)[:limit]
+    )
+    sent = 0
+    for job_id in list(rows):
+        ReconcileOutbox.objects.filter(job_id=job_id).update(attempts=F("attempts") + 1)
+        if not enqueue_reconcile(job_id):
+            break
+        sent += 1
+    return sent

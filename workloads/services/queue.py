@@ -1,0 +1,124 @@
+"""Writes of the admission queue: the admission cycle's moves, and the operators' queue actions.
+
+The cycle (`workloads.admission`) decides; these functions apply one decision each, by
+compare-and-swap on the job's state, so a second cycle running at the same time is harmless.
+Admitting or preempting only changes the row and writes the outbox; the job's reconcile then
+(un)suspends the Kubernetes Job.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from datetime import datetime
+from typing import Any
+
+from django.core.exceptions import PermissionDenied
+from django.db import transaction
+from django.http import HttpRequest
+
+from accounts.audit import audit_record
+from accounts.models import User
+from workloads.choices import ACTIVE_STATES, JobState
+from workloads.messages import explanation_admitted, explanation_stored
+from workloads.models import Job
+from workloads.queue import CyclePlan, Explanation, PreemptionNotice
+from workloads.services.publisher import job_notify, outbox_write
+from workloads.services.transitions import job_transition
+
+NOTICE_FIELDS = ("preempt_deadline", "preempt_notice_at", "preempt_for")
+
+
+def job_admit(*, job_id: int, node: str, borrowing: bool) -> bool:
+    job = Job.objects.select_related("project").get(pk=job_id)
+    why = "admitted on borrowed quota (preemptible)" if borrowing else "admitted: quota and a node have room"
+    if not job_transition(job=job, to=JobState.ADMITTED, reason=why, planned_node=node, borrowing=borrowing):
+        return False
+    Job.objects.filter(pk=job_id).update(
+        queue_front=False, queue_position=None, queue_explanation=explanation_admitted(node, borrowing)
+    )
+    outbox_write(job_id)
+    return True
+
+
+def job_preempt(*, job_id: int) -> bool:
+    """Notice ended: give the borrowed GPUs back. The reconciler re-suspends the Kubernetes Job."""
+    job = Job.objects.select_related("project").get(pk=job_id)
+    if not job_transition(job=job, to=JobState.PREEMPTED, reason="preempted: borrowed quota reclaimed"):
+        return False
+    Job.objects.filter(pk=job_id).update(**dict.fromkeys(NOTICE_FIELDS), borrowing=False)
+    outbox_write(job_id)
+    job_notify(job_id, "was preempted (borrowed GPUs reclaimed); it is back at the front of its queue")
+    return True
+
+
+def requeue_preempted(*, bound: set[str]) -> list[int]:
+    """Preempted jobs with no pod left (`bound`: uids of jobs whose pods the cluster still has) go
+    back to the queue, at the front of their priority."""
+    out = []
+    for job in Job.objects.select_related("project").filter(state=JobState.PREEMPTED):
+        if str(job.uid) in bound:
+            continue
+        if job_transition(job=job, to=JobState.QUEUED, reason="requeued after preemption", queue_front=True):
+            Job.objects.filter(pk=job.pk).update(planned_node="", node="", pod_name="")
+            outbox_write(job.pk)
+            out.append(job.pk)
+    return out
+
+
+def notices_apply(*, plan: CyclePlan, now: datetime) -> None:
+    if plan.withdraw:
+        Job.objects.filter(pk__in=plan.withdraw).update(**dict.fromkeys(NOTICE_FIELDS))
+    for notice in plan.notices:
+        if _notice_store(notice):
+            when = notice.deadline.strftime("%H:%M UTC")
+            job_notify(notice.job_id, f"will be preempted at {when}: the lending project needs its GPUs back")
+
+
+def _notice_store(notice: PreemptionNotice) -> bool:
+    return bool(
+        Job.objects.filter(pk=notice.job_id, state__in=ACTIVE_STATES, preempt_deadline__isnull=True).update(
+            preempt_deadline=notice.deadline, preempt_notice_at=notice.issued_at, preempt_for=notice.for_job
+        )
+    )
+
+
+def explanations_store(*, explanations: Iterable[Explanation]) -> list[int]:
+    """Store each explanation on its (still queued) job; returns the ids whose text or place changed."""
+    changed = []
+    for e in explanations:
+        data = explanation_stored(e)
+        position = e.position_global or None
+        rows = Job.objects.filter(pk=e.job_id, state=JobState.QUEUED).exclude(queue_explanation=data)
+        if rows.update(queue_explanation=data, queue_position=position):
+            changed.append(e.job_id)
+        else:
+            Job.objects.filter(pk=e.job_id, state=JobState.QUEUED).update(queue_position=position)
+    return changed
+
+
+QUEUE_ACTIONS: dict[str, dict[str, Any]] = {
+    "hold": {"held": True},
+    "release": {"held": False},
+    "front": {"queue_front": True},
+}
+
+
+def queue_action(*, actor: User, job_ids: list[int], action: str, request: HttpRequest | None = None) -> int:
+    """Operators: hold, release or move queued jobs to the front. Returns how many changed."""
+    if not actor.is_staff:
+        raise PermissionDenied("Only operators change the queue.")
+    changes = QUEUE_ACTIONS[action]
+    count = 0
+    for job in Job.objects.select_related("project").filter(pk__in=job_ids, state=JobState.QUEUED):
+        with transaction.atomic():
+            if Job.objects.filter(pk=job.pk, state=JobState.QUEUED).update(**changes):
+                audit_record(
+                    actor=actor,
+                    action=f"queue.{action}",
+                    obj=job,
+                    project=job.project,
+                    after=changes,
+                    request=request,
+                )
+                count += 1
+    return count
