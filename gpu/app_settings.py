@@ -5,6 +5,8 @@ from __future__ import annotations
 
 from django.conf import settings
 
+from plugin import names
+
 
 def _get(name: str, default: int | str) -> int | str:
     value: int | str = getattr(settings, name, default)
@@ -54,13 +56,13 @@ def metrics_token() -> str:
 
 
 def plugin_config_namespace() -> str:
-    return str(_get("GPU_PLUGIN_CONFIG_NAMESPACE", "gpu-portal-system"))
+    return str(_get("GPU_PLUGIN_CONFIG_NAMESPACE", names.SHARING_CONFIG_NAMESPACE))
 
 
 def plugin_config_name() -> str:
     """The ConfigMap the node DaemonSet mounts (docs/plugin.md, deploy/node/daemonset.yaml)."""
-    return str(_get("GPU_PLUGIN_CONFIG_NAME", "gpu-portal-sharing"))
+    return str(_get("GPU_PLUGIN_CONFIG_NAME", names.SHARING_CONFIG_NAME))
 
 
 def plugin_config_key() -> str:
-    return str(_get("GPU_PLUGIN_CONFIG_KEY", "sharing.json"))
+    return str(_get("GPU_PLUGIN_CONFIG_KEY", names.SHARING_CONFIG_KEY))

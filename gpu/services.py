@@ -1,7 +1,7 @@
 """Writes for nodes and GPUs: the mirror of the cluster's Nodes, operators' intent, agent tokens.
 
 The mirror functions take the raw Node JSON (a dict), never a kubernetes object: the watch itself
-lives in workloads (workloads/nodes.py), the only layer that may talk to the Kubernetes API. Desired
+lives in workloads (workloads/controller/watches.py), the only layer that may talk to the Kubernetes API. Desired
 state changes (cordon, sharing mode, service) are saved here and a `workloads.reconcile_node` task is
 sent by name after commit, so this layer never imports workloads.
 """
@@ -22,11 +22,12 @@ from accounts.models import User
 from gpu import broadcast
 from gpu.choices import GpuEventKind, SharingMode
 from gpu.models import Gpu, GpuEvent, Node, NodeToken
+from plugin.names import GPU_COUNT_LABEL, GPU_PRODUCT_LABEL, GPU_RESOURCE
 
 NODE_TOKEN_PREFIX = "gpn_"  # noqa: S105 - a public marker, not a secret
-GPU_PRODUCT_LABEL = "nvidia.com/gpu.product"
-GPU_RESOURCE = "nvidia.com/gpu"
 MAX_SLICES = 48
+# The workloads app converges nodes; gpu sends its task by name because gpu never imports workloads.
+NODE_TASK = "workloads.reconcile_node"
 MIRRORED = (
     "uid",
     "labels",
@@ -48,7 +49,7 @@ def _conditions(status: dict[str, Any]) -> list[dict[str, Any]]:
 
 
 def _gpu_count(status: dict[str, Any], labels: dict[str, str]) -> int:
-    value = (status.get("capacity") or {}).get(GPU_RESOURCE) or labels.get("nvidia.com/gpu.count") or 0
+    value = (status.get("capacity") or {}).get(GPU_RESOURCE) or labels.get(GPU_COUNT_LABEL) or 0
     try:
         return int(value)
     except (TypeError, ValueError):
@@ -109,7 +110,7 @@ def node_relist(*, names: list[str]) -> int:
 def node_reconcile_enqueue(*, node: Node) -> None:
     """Ask the workloads layer (by task name: gpu never imports workloads) to converge this node."""
     node_id = node.pk
-    transaction.on_commit(lambda: current_app.send_task("workloads.reconcile_node", args=[node_id]))
+    transaction.on_commit(lambda: current_app.send_task(NODE_TASK, args=[node_id]))
 
 
 def node_sweep() -> int:

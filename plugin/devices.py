@@ -6,13 +6,13 @@ import itertools
 import logging
 from dataclasses import dataclass
 
-from plugin import nvml
+from plugin import names, nvml
 from plugin.nvml import NvmlLib
 
 log = logging.getLogger(__name__)
 
-RESOURCE_GPU = "nvidia.com/gpu"
-RESOURCE_SHARED = "nvidia.com/gpu.shared"
+RESOURCE_GPU = names.GPU_RESOURCE
+RESOURCE_SHARED = names.SHARED_RESOURCE
 SLICE_SEP = "::"
 
 

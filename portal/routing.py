@@ -1,4 +1,4 @@
-"""Websocket routes of every app, collected in one list (the T02 matrix walks it)."""
+"""Websocket routes of every app, collected in one list (the tenancy test matrix walks it)."""
 
 from typing import Any
 

@@ -1,4 +1,4 @@
-"""One env-driven settings module (style rule 22).
+"""One env-driven settings module: production differs from the demo only by environment variables.
 
 With no environment set the portal runs embedded: an SQLite file, an in-process task broker and
 channel layer, one process. Production sets DATABASE_URL, REDIS_URL, SECRET_KEY (or SECRET_KEY_FILE)
@@ -288,7 +288,7 @@ CELERY_BEAT_SCHEDULE = {
         "schedule": float(GPUPORTAL_SWEEP_SECONDS),
         "options": {"expires": GPUPORTAL_SWEEP_SECONDS * 0.9},
     },
-    # issue 5: temporary quota grants end by themselves (the queue also ignores them past `until`).
+    # Temporary quota grants end by themselves (the queue also ignores them past `until`).
     "workloads-grants-expire": {
         "task": "workloads.grants_expire",
         "schedule": 60.0,

@@ -1,4 +1,4 @@
-"""Live job states for the jobs list and job pages (one consumer per stream, style rule 17).
+"""Live job states for the jobs list and job pages (one consumer per stream).
 
 Authorises in connect(): anonymous sockets are closed; a user joins one group per project they
 can see, so a message about another tenant's job never reaches them.

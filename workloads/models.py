@@ -1,6 +1,7 @@
-"""GPU jobs and what hangs off them. Fields, constraints and single-row computation only (style rule 3).
+"""GPU jobs and what hangs off them. Fields, constraints and single-row computation only: no I/O,
+so every write path is a service and every read a selector.
 
-Concurrency: a job's `state` only moves through compare-and-swap updates in services/sync
+Concurrency: a job's `state` only moves through compare-and-swap updates in `workloads.services.transitions`
 (`filter(pk=..., state=old).update(state=new)`), never through `save()` of a stale instance.
 """
 
@@ -15,7 +16,9 @@ from django.db import models
 from django.utils import timezone
 
 from accounts.models import DNS_LABEL, Project
+from workloads import app_settings
 from workloads.choices import TERMINAL_STATES, EventKind, JobState, Priority
+from workloads.queue.fairshare import gpu_equivalent
 
 
 class Job(models.Model):
@@ -66,7 +69,7 @@ class Job(models.Model):
     log_truncated = models.BooleanField(default=False)
     log_captured = models.BooleanField(default=False)
 
-    # The admission queue (issue 5; workloads.queue_service writes these, by compare-and-swap).
+    # The admission queue (workloads.services.queue writes these, by compare-and-swap).
     held = models.BooleanField(default=False, help_text="Held by an operator: keeps its place, never starts.")
     queue_front = models.BooleanField(
         default=False, help_text="First within its priority (moved, or preempted)."
@@ -116,9 +119,8 @@ class Job(models.Model):
 
     @property
     def gpu_equivalent(self) -> float:
-        from workloads.app_settings import mps_slices_per_gpu
-
-        return float(self.gpus) if self.gpus else self.mps_slices / mps_slices_per_gpu()
+        """Whole GPUs, or MPS slices as fractions of a GPU: the queue's own formula."""
+        return gpu_equivalent(self.gpus, self.mps_slices, app_settings.mps_slices_per_gpu())
 
 
 class JobEvent(models.Model):

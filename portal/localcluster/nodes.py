@@ -13,10 +13,11 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any
 
+from plugin import names
 from portal.localcluster.kubeapi import JSON, KubeApi
 
-GPU = "nvidia.com/gpu"
-GPU_SHARED = "nvidia.com/gpu.shared"
+GPU = names.GPU_RESOURCE
+GPU_SHARED = names.SHARED_RESOURCE
 
 
 @dataclass(frozen=True)
@@ -46,10 +47,10 @@ class GpuNodeSpec:
             "kubernetes.io/hostname": name,
             "kubernetes.io/os": "linux",
             "kubernetes.io/arch": "amd64",
-            "nvidia.com/gpu.product": self.gpu_product,
-            "nvidia.com/gpu.memory": str(self.gpu_memory_mib),
-            "nvidia.com/gpu.count": str(self.gpus),
-            "nvidia.com/gpu.present": "true",
+            names.GPU_PRODUCT_LABEL: self.gpu_product,
+            names.GPU_MEMORY_LABEL: str(self.gpu_memory_mib),
+            names.GPU_COUNT_LABEL: str(self.gpus),
+            names.GPU_PRESENT_LABEL: "true",
         }
 
 

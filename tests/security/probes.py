@@ -94,17 +94,17 @@ VICTIM_SETUP: list[Callable[[Victim], None]] = []
 # Websocket routes (patterns of portal.routing) -> a path an attacker opens for the victim's object.
 WS_PROBES: dict[str, Callable[[Victim], str]] = {}
 
-# workloads (issue 4): the jobs and templates routes and the live jobs socket.
+# workloads: the jobs and templates routes and the live jobs socket.
 from tests.security.test_jobs_tenancy import register_job_probes  # noqa: E402
 
 register_job_probes()
 
-# gpu (issue 7): nodes and GPUs inventory, the agents' ingest endpoint, the job telemetry socket.
+# gpu: nodes and GPUs inventory, the agents' ingest endpoint, the job telemetry socket.
 from tests.gpu_e2e.tenancy_probes import register_gpu_probes  # noqa: E402
 
 register_gpu_probes()
 
-# workloads queue (issue 5): temporary quota grants and the usage history.
+# workloads queue: temporary quota grants and the usage history.
 from tests.security.queue_probes import register_queue_probes  # noqa: E402
 
 register_queue_probes()

@@ -1,4 +1,4 @@
-"""Chaos hooks for the worker-kill tests (T05): SIGKILL this process at a named point.
+"""Chaos hooks for the worker-kill tests: SIGKILL this process at a named point.
 
 Off unless GPUPORTAL_FAULT_DIR names a directory. A file `<point>` in it holds a count; each
 time the point is reached with a count above zero, the count drops by one and the process dies

@@ -1,5 +1,5 @@
 """A discrete-event replay: runs `plan_cycle` over time on a trace, jobs finishing at their actual
-runtimes. Used by the estimate-accuracy test and benchmark B3.
+runtimes. Used by the estimate-accuracy test and the admission benchmark.
 
 `cycle_s=None` is the ideal loop: a decision at every event instant with no delay. Otherwise the loop
 decides on a grid of `cycle_s` seconds, at the first tick after something changed (arrival, finish,

@@ -1,1 +1,2 @@
-"""One reconciler class per Kubernetes kind (style rule 12)."""
+"""One reconciler class per Kubernetes kind: desired, current, compare, act. They read no rows;
+the services hand them what they compare against."""
