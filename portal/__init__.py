@@ -1,6 +1,6 @@
-"""Top layer: settings, URLs, ASGI and Channels routing, the Celery app, the controller and the demo."""
+"""Top layer: settings, URLs, ASGI and Channels routing, the Celery app, the controller and the demo.
 
-# Load the Celery app with Django so that @shared_task binds to it (broker from settings).
-from portal.celery import app as celery_app
-
-__all__ = ["celery_app"]
+The Celery app is loaded when Django starts (`PortalConfig.ready`), not on import of this package,
+so `gpuctl` (`portal.gpuctl`) starts without importing Celery; `celery -A portal` finds
+`portal.celery.app` by itself.
+"""

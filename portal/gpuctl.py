@@ -51,21 +51,22 @@ def check(response: httpx.Response) -> Any:
             error = response.json()["error"]
         except (ValueError, KeyError, TypeError):
             raise CliError(f"{response.status_code}: {response.text[:500]}") from None
-        fields = "".join(
-            f"\n  {name}: {' '.join(map(str, msgs))}" for name, msgs in error.get("fields", {}).items()
-        )
-        raise CliError(f"{response.status_code}: {error.get('message', '')}{fields}")
+        fields = error.get("fields") or {}
+        if not fields:
+            raise CliError(f"{response.status_code}: {error.get('message', '')}")
+        lines = "".join(f"\n  {name}: {' '.join(map(str, msgs))}" for name, msgs in fields.items())
+        raise CliError(f"{response.status_code}: the portal refused the request:{lines}")
     return response.json() if response.content else None
 
 
 def results(http: httpx.Client, url: str, params: dict[str, str]) -> Iterator[dict[str, Any]]:
-    """Every row of a paginated list."""
-    next_url: str | None = url
-    while next_url:
-        page = check(http.get(next_url, params=params))
-        params = {}
+    """Every row of a paginated list. The `next` link already carries the page and the filters
+    (passing params again would replace its query string and fetch page 1 forever)."""
+    page = check(http.get(url, params=params))
+    yield from page["results"]
+    while page.get("next"):
+        page = check(http.get(page["next"]))
         yield from page["results"]
-        next_url = page.get("next")
 
 
 def table(rows: list[dict[str, Any]], columns: list[str]) -> str:
@@ -116,6 +117,8 @@ def cmd_jobs(args: argparse.Namespace) -> str:
     params = {k: v for k, v in (("project", args.project), ("state", args.state)) if v}
     with client() as http:
         rows = list(results(http, "/api/v1/jobs/", params))
+    for row in rows:
+        row["reason"] = row.get("state_reason", "")
     return table(rows, ["id", "project", "name", "state", "gpus", "mps_slices", "node", "reason"])
 
 

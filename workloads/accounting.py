@@ -99,9 +99,13 @@ def chart_data(rows: list[dict[str, Any]], *, group: str) -> dict[str, Any]:
     }
 
 
-def gpu_hours_rows(*, user: User, since: datetime | None = None) -> list[dict[str, Any]]:
-    """Allocated GPU-hours per job the user can see (started jobs only)."""
-    qs = job_list(user=user).filter(started_at__isnull=False).filter(Q(gpus__gt=0) | Q(mps_slices__gt=0))
+def gpu_hours_rows(
+    *, user: User, since: datetime | None = None, project: str | None = None, state: str | None = None
+) -> list[dict[str, Any]]:
+    """Allocated GPU-hours per job the user can see (started jobs only), optionally of one project
+    or in one state."""
+    qs = job_list(user=user, project=project, state=state).filter(started_at__isnull=False)
+    qs = qs.filter(Q(gpus__gt=0) | Q(mps_slices__gt=0))
     if since is not None:
         qs = qs.filter(Q(finished_at__isnull=True) | Q(finished_at__gte=since))
     now = timezone.now()

@@ -50,3 +50,18 @@ def lease_namespace() -> str:
 
 def namespace_prefix() -> str:
     return str(_get("GPUPORTAL_NAMESPACE_PREFIX", "gp-"))
+
+
+def log_follow_idle_s() -> float:
+    """A followed log with no new output for this long ends (the page or `gpuctl logs -f` reconnects)."""
+    return float(str(_get("GPUPORTAL_LOG_FOLLOW_IDLE_SECONDS", 600)))
+
+
+def log_follow_poll_s() -> float:
+    """How often a followed log without output re-reads its job (started yet? ended?)."""
+    return float(str(_get("GPUPORTAL_LOG_FOLLOW_POLL_SECONDS", 3)))
+
+
+def log_streams_per_user() -> int:
+    """Followed log streams one user may hold open in one web process."""
+    return int(str(_get("GPUPORTAL_LOG_STREAMS_PER_USER", 8)))

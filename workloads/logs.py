@@ -1,4 +1,8 @@
-"""Job logs for the API and the pages: streamed live from the pod, or the tail kept in the row."""
+"""Job logs for the API and the pages: read from the pod, or the tail kept in the row.
+
+A followed log under ASGI is `log_follow.follow` (async, no thread held); the blocking reads here
+serve one-shot reads and the WSGI fallback.
+"""
 
 from __future__ import annotations
 
@@ -8,6 +12,7 @@ from collections.abc import AsyncIterator, Iterator
 from asgiref.sync import sync_to_async
 from django.http import StreamingHttpResponse
 
+from workloads import app_settings, log_follow
 from workloads.k8s import paths
 from workloads.k8s.client import get_client
 from workloads.k8s.errors import K8sError
@@ -57,9 +62,22 @@ async def _async_lines(lines: Iterator[bytes]) -> AsyncIterator[bytes]:
         yield chunk
 
 
-def log_response(job: Job, *, follow: bool, asgi: bool = False) -> StreamingHttpResponse:
-    lines = log_lines(job, follow=follow)
-    content = _async_lines(lines) if asgi else lines
+class TooManyStreams(Exception):
+    """The user already holds the most followed log streams one process allows."""
+
+
+def log_response(job: Job, *, follow: bool, user_id: int, asgi: bool = False) -> StreamingHttpResponse:
+    content: Iterator[bytes] | AsyncIterator[bytes]
+    if follow and asgi:
+        if log_follow.OPEN.full(user_id):
+            raise TooManyStreams(
+                f"You already follow {app_settings.log_streams_per_user()} logs; close a job page "
+                "(or a `gpuctl logs -f`) and try again."
+            )
+        content = log_follow.follow(job.pk, user_id)
+    else:
+        lines = log_lines(job, follow=follow)
+        content = _async_lines(lines) if asgi else lines
     response = StreamingHttpResponse(content, content_type="text/plain; charset=utf-8")
     response["Cache-Control"] = "no-store"
     response["X-Accel-Buffering"] = "no"

@@ -7,9 +7,8 @@ Each test gets its own namespace prefix, so namespaces (and the orphan check) ne
 
 from __future__ import annotations
 
-import time
 import uuid
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from typing import Any, TypeVar
 
 import pytest
@@ -17,6 +16,8 @@ from django.test import override_settings
 
 from portal.localcluster import ClusterHandle
 from tests.fixtures.personas import World
+from tests.workloads_e2e.live_portal import portal_server  # noqa: F401 - the live daphne fixture
+from tests.workloads_e2e.procs import wait_for as wait_for
 from workloads.k8s.client import RealKubeClient, set_client
 from workloads.tests.conftest import allow_images
 
@@ -59,18 +60,6 @@ def cluster_world(world: World, kube: RealKubeClient) -> World:
     allow_images(world.alpha)
     allow_images(world.beta)
     return world
-
-
-def wait_for(
-    probe: Callable[[], T | None], timeout: float = 60.0, what: str = "condition", every: float = 0.5
-) -> T:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        value = probe()
-        if value:
-            return value
-        time.sleep(every)
-    raise TimeoutError(f"timed out after {timeout:.0f} s waiting for {what}")
 
 
 def cluster_jobs(kube: RealKubeClient, namespace: str) -> list[dict[str, Any]]:

@@ -15,12 +15,15 @@ import socket
 import subprocess
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
+from typing import TypeVar
 
 from django.conf import settings
 from django.db import connection
 
 REPO = Path(__file__).resolve().parents[2]
+T = TypeVar("T")
 
 
 def free_port() -> int:
@@ -136,3 +139,15 @@ def stop_process(proc: subprocess.Popen[bytes]) -> None:
             proc.wait(timeout=10)
     with contextlib.suppress(ProcessLookupError, PermissionError):
         os.killpg(proc.pid, signal.SIGKILL)  # orphaned pool children would keep database sessions open
+
+
+def wait_for(
+    probe: Callable[[], T | None], timeout: float = 60.0, what: str = "condition", every: float = 0.5
+) -> T:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        value = probe()
+        if value:
+            return value
+        time.sleep(every)
+    raise TimeoutError(f"timed out after {timeout:.0f} s waiting for {what}")

@@ -7,96 +7,20 @@ on-commit broadcasts reach the page through a private Redis channel layer.
 
 from __future__ import annotations
 
-import subprocess
-import sys
 import time
-from collections.abc import Iterator
-from concurrent.futures import ThreadPoolExecutor
-from pathlib import Path
 
 import pytest
-from channels.layers import channel_layers
 from django.conf import settings
-from django.db import connections
-from django.test import Client, override_settings
+from django.test import Client
 
-from portal.localcluster import ClusterHandle
 from tests.fixtures.personas import World
-from tests.workloads_e2e.conftest import wait_for
-from tests.workloads_e2e.procs import REPO, PrivateRedis, free_port, stop_process, worker_env
-from workloads.admission.cycle import admission_pass
+from tests.workloads_e2e.live_portal import drive_until
 from workloads.choices import JobState
 from workloads.models import Job
 from workloads.tasks import reconcile_job
 from workloads.tests.conftest import IMAGE, allow_images
 
 pytestmark = [pytest.mark.browser, pytest.mark.cluster, pytest.mark.django_db(transaction=True)]
-
-
-@pytest.fixture
-def portal_server(k8s_cluster: ClusterHandle, tmp_path: Path) -> Iterator[str]:
-    redis = PrivateRedis(tmp_path)
-    redis.start()
-    layers = {
-        "default": {
-            "BACKEND": "channels_redis.pubsub.RedisPubSubChannelLayer",
-            "CONFIG": {"hosts": [redis.url]},
-        }
-    }
-    env = worker_env(
-        redis_url=redis.url,
-        kubeconfig=str(k8s_cluster.kubeconfig),
-        prefix=settings.GPUPORTAL_NAMESPACE_PREFIX,
-    )
-    port = free_port()
-    daphne = str(Path(sys.executable).parent / "daphne")
-    with (tmp_path / "daphne.log").open("ab") as log:
-        proc = subprocess.Popen(
-            [daphne, "-b", "127.0.0.1", "-p", str(port), "portal.asgi:application"],
-            cwd=REPO,
-            env=env,
-            stdout=log,
-            stderr=subprocess.STDOUT,
-            start_new_session=True,
-        )
-    try:
-        wait_for(lambda: _answers(port), 60, "daphne up")
-        with override_settings(CHANNEL_LAYERS=layers):
-            channel_layers.backends.clear()
-            yield f"http://127.0.0.1:{port}"
-    finally:
-        channel_layers.backends.clear()
-        stop_process(proc)
-        redis.stop()
-
-
-def _answers(port: int) -> bool:
-    import urllib.request
-
-    try:
-        with urllib.request.urlopen(f"http://127.0.0.1:{port}/healthz", timeout=2) as response:
-            return bool(response.status == 200)
-    except OSError:
-        return False
-
-
-def _drive_until(job: Job, state: str, timeout: float = 90) -> None:
-    """Controller + worker, inline, on a plain thread: broadcasts must leave Playwright's loop thread."""
-
-    def step() -> bool:
-        admission_pass()
-        reconcile_job(job.pk)
-        job.refresh_from_db()
-        return job.state == state
-
-    def drive() -> None:
-        try:
-            wait_for(step, timeout, f"job {state}", every=1.0)
-        finally:
-            connections.close_all()
-
-    with ThreadPoolExecutor(max_workers=1) as pool:
-        pool.submit(drive).result()
 
 
 def test_submit_watch_live_and_read_logs(
@@ -132,9 +56,9 @@ def test_submit_watch_live_and_read_logs(
         expect(state).to_have_text("Queued")
         expect(page.locator("#live-status")).to_have_text("live", timeout=15000)
         page.evaluate("window.__noReload = 1")
-        _drive_until(job, JobState.RUNNING)
+        drive_until(job, JobState.RUNNING)
         expect(state).to_have_text("Running", timeout=15000)
-        _drive_until(job, JobState.SUCCEEDED)
+        drive_until(job, JobState.SUCCEEDED)
         expect(state).to_have_text("Succeeded", timeout=15000)
         assert page.evaluate("window.__noReload") == 1, "the page reloaded instead of updating live"
         page.reload()
@@ -157,7 +81,7 @@ def test_a_followed_log_streams_through_asgi_while_the_job_runs(
         project=world.alpha,
         data={"image": IMAGE, "cpu_millicores": 100, "memory_mib": 64, "simulate": {"run_seconds": 300}},
     )
-    _drive_until(job, JobState.RUNNING)
+    drive_until(job, JobState.RUNNING)
     client = Client()
     client.force_login(world.member)
     cookie = client.cookies[settings.SESSION_COOKIE_NAME].value

@@ -12,7 +12,7 @@ from typing import Any
 from django.core.exceptions import ValidationError
 from django.http import Http404, HttpResponse, StreamingHttpResponse
 from drf_spectacular.utils import OpenApiParameter, extend_schema, extend_schema_field, inline_serializer
-from rest_framework import mixins, serializers, status, viewsets
+from rest_framework import exceptions, mixins, serializers, status, viewsets
 from rest_framework.decorators import action
 from rest_framework.request import Request
 from rest_framework.response import Response
@@ -26,6 +26,11 @@ from workloads.choices import JobState, Priority
 from workloads.messages import QueueSummary
 from workloads.models import Job, JobEvent, JobTemplate
 from workloads.services import jobs as services
+
+
+class TooManyLogStreams(exceptions.APIException):
+    status_code = status.HTTP_429_TOO_MANY_REQUESTS
+    default_code = "too_many_log_streams"
 
 
 class QueueSummarySerializer(serializers.Serializer[Any]):
@@ -198,19 +203,33 @@ class JobViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, viewsets.Gene
     def logs(self, request: Request, id: str) -> StreamingHttpResponse:
         job = self.get_object()
         follow = request.query_params.get("follow") in ("1", "true", "yes")
-        return logs.log_response(job, follow=follow, asgi=hasattr(request._request, "scope"))
+        asgi = hasattr(request._request, "scope")
+        try:
+            return logs.log_response(job, follow=follow, user_id=request_user(request).pk, asgi=asgi)
+        except logs.TooManyStreams as exc:
+            raise TooManyLogStreams(str(exc)) from exc
 
     @extend_schema(
-        parameters=[OpenApiParameter("group", enum=["job", "user", "project"])],
+        parameters=[
+            OpenApiParameter("group", enum=["job", "user", "project"]),
+            OpenApiParameter("project", str, description="only this project's jobs"),
+            OpenApiParameter("state", enum=list(JobState.values), description="only jobs in this state"),
+        ],
         responses={(200, "text/csv"): str},
     )
     @action(detail=False, methods=["get"], url_path="accounting")
     def accounting(self, request: Request) -> HttpResponse:
         """Allocated GPU-hours as CSV: per job, or rolled up per user or project (?group=)."""
-        group = request.query_params.get("group", "job")
+        params = request.query_params
+        group = params.get("group", "job")
         if group not in ("job", "user", "project"):
             raise ValidationError({"group": ["One of job, user, project."]})
-        rows = accounting.gpu_hours_rows(user=request_user(request))
+        state = params.get("state") or None
+        if state is not None and state not in JobState.values:
+            raise ValidationError({"state": [f"One of {', '.join(JobState.values)}."]})
+        rows = accounting.gpu_hours_rows(
+            user=request_user(request), project=params.get("project") or None, state=state
+        )
         if group != "job":
             rows = accounting.gpu_hours_rollup(rows, by=group)
         return accounting.csv_response(rows, f"gpu-hours-by-{group}.csv")

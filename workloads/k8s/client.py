@@ -12,7 +12,7 @@ from __future__ import annotations
 import logging
 import os
 import threading
-from collections.abc import Iterator
+from collections.abc import AsyncIterator, Iterator
 from typing import Any, Protocol
 
 import orjson
@@ -21,6 +21,7 @@ from django.conf import settings
 from kubernetes import client as k8s
 from kubernetes import config as k8s_config
 
+from workloads.k8s import aio
 from workloads.k8s.errors import K8sError, K8sTransientError, error_for
 from workloads.k8s.labels import FIELD_MANAGER
 
@@ -52,6 +53,9 @@ class KubeClient(Protocol):
 
     def read_bytes(self, path: str, query: dict[str, str] | None = None) -> bytes:
         """A non-JSON body (pod logs)."""
+
+    def astream(self, path: str, query: dict[str, str] | None = None) -> AsyncIterator[bytes]:
+        """A long body (a followed log) as raw chunks, read on the event loop without a thread."""
 
 
 def _load_api_client() -> k8s.ApiClient:
@@ -167,6 +171,9 @@ class RealKubeClient:
             return bytes(response.read())
         finally:
             response.release_conn()
+
+    def astream(self, path: str, query: dict[str, str] | None = None) -> AsyncIterator[bytes]:
+        return aio.stream_chunks(self.api.configuration, path, dict(query or {}))
 
 
 def _lines(response: urllib3.BaseHTTPResponse) -> Iterator[bytes]:

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import AsyncIterator, Iterator
 from typing import Any
 
 import orjson
@@ -78,6 +78,12 @@ class FakeKube:
     def stream(self, path: str, query: dict[str, str] | None = None, timeout: float = 330) -> Iterator[bytes]:
         self.calls.append(("STREAM", path))
         yield from self.logs.get(path, b"").splitlines()
+
+    async def astream(self, path: str, query: dict[str, str] | None = None) -> AsyncIterator[bytes]:
+        self.calls.append(("ASTREAM", path))
+        if path not in self.logs:
+            raise K8sError(404, "not found")
+        yield self.logs[path]
 
     def read_bytes(self, path: str, query: dict[str, str] | None = None) -> bytes:
         self.calls.append(("READ", path))

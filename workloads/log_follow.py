@@ -1,0 +1,145 @@
+"""Followed job logs on the event loop: no thread is held while a stream is open.
+
+`follow(job_id, user_id)` waits for the job's pod (a queued job's page or `gpuctl logs -f` follows
+it into running), streams the pod's log as raw chunks (blank lines kept, no line buffering, so a
+job that never prints a newline costs no memory), and ends when the client goes away (Django
+cancels the iterator), when the job ends, or after `log_follow_idle_s` without output. A user holds
+at most `log_streams_per_user` streams per web process.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import threading
+from collections.abc import AsyncGenerator, AsyncIterator
+
+from channels.db import database_sync_to_async
+
+from workloads import app_settings
+from workloads.k8s import paths
+from workloads.k8s.client import get_client
+from workloads.k8s.errors import K8sError
+from workloads.models import Job
+
+
+class _OpenStreams:
+    """Streams open per user in this process (the view checks, the stream itself counts)."""
+
+    def __init__(self) -> None:
+        self.count: dict[int, int] = {}
+        self.lock = threading.Lock()
+
+    def full(self, user_id: int) -> bool:
+        with self.lock:
+            return self.count.get(user_id, 0) >= app_settings.log_streams_per_user()
+
+    def enter(self, user_id: int) -> None:
+        with self.lock:
+            self.count[user_id] = self.count.get(user_id, 0) + 1
+
+    def leave(self, user_id: int) -> None:
+        with self.lock:
+            left = self.count.get(user_id, 1) - 1
+            if left:
+                self.count[user_id] = left
+            else:
+                self.count.pop(user_id, None)
+
+
+OPEN = _OpenStreams()
+
+
+def _job(job_id: int) -> Job | None:
+    return Job.objects.select_related("project").defer("log_tail").filter(pk=job_id).first()
+
+
+def _kept_tail(job_id: int) -> bytes:
+    job = Job.objects.filter(pk=job_id).only("log_tail", "log_truncated").first()
+    if job is None:
+        return b""
+    note = b"[earlier output dropped: only the end of the log is kept]\n" if job.log_truncated else b""
+    return note + job.log_tail.encode()
+
+
+async def _load(job_id: int) -> Job | None:
+    job: Job | None = await database_sync_to_async(_job)(job_id)
+    return job
+
+
+async def _tail(job_id: int) -> bytes:
+    tail: bytes = await database_sync_to_async(_kept_tail)(job_id)
+    return tail
+
+
+async def follow(job_id: int, user_id: int) -> AsyncGenerator[bytes, None]:
+    OPEN.enter(user_id)
+    try:
+        async for chunk in _follow(job_id):
+            yield chunk
+    finally:
+        OPEN.leave(user_id)
+
+
+async def _follow(job_id: int) -> AsyncIterator[bytes]:
+    poll, idle_limit = app_settings.log_follow_poll_s(), app_settings.log_follow_idle_s()
+    idle = 0.0
+    while idle < idle_limit:
+        job = await _load(job_id)
+        if job is None:
+            return
+        if job.log_captured or (job.is_terminal and not job.pod_name):
+            yield await _tail(job_id)
+            return
+        if job.pod_name:
+            try:
+                async for chunk in _live(job, poll):
+                    yield chunk
+                return
+            except K8sError as exc:
+                if exc.status not in (400, 404):  # 400: the container is not started yet
+                    raise
+        await asyncio.sleep(poll)
+        idle += poll
+    yield b"\n[no output for a while: the stream ended; reload to follow again]\n"
+
+
+async def _live(job: Job, poll: float) -> AsyncIterator[bytes]:
+    """The pod's followed log; ends with the stream, or when the job ended or stayed silent."""
+    query = {"container": "main", "follow": "true"}
+    chunks = get_client().astream(paths.pod_log(job.namespace, job.pod_name), query)
+    idle, idle_limit = 0.0, app_settings.log_follow_idle_s()
+    async for chunk in _ticks(chunks, poll):
+        if chunk is not None:
+            idle = 0.0
+            yield chunk
+            continue
+        idle += poll
+        now = await _load(job.pk)
+        if now is None or now.is_terminal or idle >= idle_limit:
+            return
+
+
+async def _ticks(chunks: AsyncIterator[bytes], every: float) -> AsyncIterator[bytes | None]:
+    """The chunks, with a None whenever `every` seconds pass without one."""
+    source = aiter(chunks)
+    pending: asyncio.Future[bytes] = asyncio.ensure_future(anext(source))
+    try:
+        while True:
+            done, _ = await asyncio.wait({pending}, timeout=every)
+            if not done:
+                yield None
+                continue
+            try:
+                chunk = pending.result()
+            except StopAsyncIteration:
+                return
+            yield chunk
+            pending = asyncio.ensure_future(anext(source))
+    finally:
+        pending.cancel()
+        with contextlib.suppress(BaseException):
+            await pending
+        aclose = getattr(source, "aclose", None)
+        if aclose is not None:
+            await aclose()
