@@ -8,7 +8,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 export PATH := $(CURDIR)/$(BIN):$(PATH)
 
-.PHONY: demo test venv system-deps services-up services-down lint typecheck layers pytest bench \
+.PHONY: demo test venv system-deps frontend services-up services-down lint typecheck layers pytest bench \
         cluster-build cluster-up cluster-down proto gpu-check lock
 
 include plugin/plugin.mk
@@ -31,6 +31,9 @@ lock:
 
 system-deps:
 	bash deploy/setup/system-deps.sh
+
+frontend:
+	bash deploy/setup/frontend.sh
 
 services-up: system-deps
 	bash deploy/setup/services.sh up
@@ -55,7 +58,7 @@ pytest: venv proto system-deps cluster-build
 
 test: lint typecheck layers pytest
 
-demo: venv proto cluster-build
+demo: venv proto frontend cluster-build
 	$(BIN)/python manage.py demo
 
 bench: venv proto cluster-build

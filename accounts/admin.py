@@ -6,11 +6,14 @@ import csv
 from typing import Any
 
 from django.contrib import admin
+from django.contrib.admin.options import InlineModelAdmin
 from django.contrib.auth.admin import UserAdmin
+from django.core.exceptions import PermissionDenied
 from django.db.models import Model, QuerySet
 from django.http import HttpRequest, HttpResponse
 from django.utils import timezone
 
+from accounts import services
 from accounts.audit import audit_record, snapshot
 from accounts.models import ApiToken, AuditLog, GpuTypeLimit, Membership, Project, Quota, User, UserCap
 
@@ -87,6 +90,22 @@ class ProjectAdmin(AuditedAdmin):
     list_filter = ("is_active",)
     search_fields = ("slug", "name")
     inlines = (QuotaInline, MembershipInline, UserCapInline)
+
+    def get_inlines(
+        self, request: HttpRequest, obj: Project | None
+    ) -> list[type[InlineModelAdmin[Any, Any]]]:
+        # A new project gets its quota from project_create (the same service as everywhere else); the
+        # quota form appears once the project exists, so the two can never both create one.
+        return list(self.inlines) if obj is not None else [MembershipInline, UserCapInline]
+
+    def save_model(self, request: HttpRequest, obj: Project, form: Any, change: bool) -> None:
+        if change:
+            super().save_model(request, obj, form, change)
+            return
+        actor = request.user if isinstance(request.user, User) else None
+        if actor is None:
+            raise PermissionDenied
+        services.project_add(actor=actor, project=obj, request=request)
 
     @admin.display(description="GPUs")
     def quota_gpus(self, obj: Project) -> int:

@@ -23,9 +23,15 @@ def project_create(
     *, actor: User, slug: str, name: str, description: str = "", request: HttpRequest | None = None
 ) -> Project:
     """Operators create projects; the creator is not made a member (operators see all anyway)."""
+    project = Project(slug=slug, name=name, description=description)
+    return project_add(actor=actor, project=project, request=request)
+
+
+def project_add(*, actor: User, project: Project, request: HttpRequest | None = None) -> Project:
+    """Save a new project with its default quota (every project has one: pages, the API and the
+    queue read it) and audit it. The admin hands in the project its form built."""
     if not actor.is_staff:
         raise PermissionDenied("Only operators create projects.")
-    project = Project(slug=slug, name=name, description=description)
     project.full_clean()
     with transaction.atomic():
         project.save()

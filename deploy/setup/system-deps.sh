@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# Installs the Debian packages the tests and the demo need (Postgres, Redis, Chromium, Node for the
-# front-end packages), only when something is missing, so a warm run costs nothing.
+# Installs the Debian packages the tests need (Postgres, Redis, Chromium, npm), only when something is
+# missing, so a warm run costs nothing; then the front-end packages (frontend.sh).
 set -euo pipefail
 need=()
 PG_BIN=$(ls -d /usr/lib/postgresql/*/bin 2>/dev/null | sort -V | tail -n1 || true)
@@ -15,8 +15,4 @@ if [ ${#need[@]} -gt 0 ]; then
   apt-get update -qq
   apt-get install -y -qq --no-install-recommends "${need[@]}" >/dev/null
 fi
-# Front-end libraries come from the npm registry (never copied into the repo).
-if [ ! -f node_modules/.package-lock.json ] || [ package-lock.json -nt node_modules/.package-lock.json ]; then
-  echo "[system-deps] npm ci" >&2
-  npm ci --no-audit --no-fund --loglevel=error >/dev/null
-fi
+bash "$(dirname "$0")/frontend.sh"

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from django import forms
 from django.contrib import admin, messages
 from django.core.exceptions import PermissionDenied, ValidationError
 from django.db.models import QuerySet
@@ -85,6 +86,24 @@ class JobAdmin(admin.ModelAdmin):  # type: ignore[type-arg]
         return csv_response(rows, "gpu-hours.csv")
 
 
+class JobTemplateForm(forms.ModelForm):  # type: ignore[type-arg]
+    class Meta:
+        model = JobTemplate
+        fields = ("project", "name", "description", "spec")
+
+    def clean(self) -> dict[str, Any]:
+        data: dict[str, Any] = super().clean() or {}
+        if data.get("project") is not None and "spec" in data:
+            try:
+                data["spec"] = job_services.template_spec(project=data["project"], spec=data["spec"])
+            except ValidationError as exc:
+                fields = getattr(exc, "error_dict", None) and exc.message_dict
+                self.add_error(
+                    "spec", [f"{k}: {m}" for k, v in fields.items() for m in v] if fields else exc.messages
+                )
+        return data
+
+
 @admin.register(ImageRule)
 class ImageRuleAdmin(AuditedAdmin):
     list_display = ("project", "registry", "repository", "note")
@@ -99,9 +118,23 @@ class ProjectVolumeAdmin(AuditedAdmin):
 
 @admin.register(JobTemplate)
 class JobTemplateAdmin(AuditedAdmin):
+    """Templates are added here like anywhere else (spec parsed with the project's limits); a saved
+    template's spec is shown, not edited: change it by saving a new template."""
+
+    form = JobTemplateForm
     list_display = ("project", "name", "created_by", "created_at")
     list_filter = ("project",)
-    readonly_fields = ("spec",)
+
+    def get_readonly_fields(self, request: HttpRequest, obj: Any = None) -> tuple[str, ...]:
+        return ("created_by", "spec") if obj is not None else ("created_by",)
+
+    def save_model(self, request: HttpRequest, obj: JobTemplate, form: Any, change: bool) -> None:
+        if change:
+            super().save_model(request, obj, form, change)
+            return
+        if not isinstance(request.user, User):
+            raise PermissionDenied
+        job_services.template_add(actor=request.user, template=obj, request=request)
 
 
 @admin.register(OrphanReport)

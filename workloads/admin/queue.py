@@ -100,6 +100,12 @@ class QuotaGrantAdmin(AuditedAdmin):
     readonly_fields = ("status", "decided_by", "decided_at", "requested_by")
     actions = ["approve", "refuse"]
 
+    def save_model(self, request: HttpRequest, obj: QuotaGrant, form: Any, change: bool) -> None:
+        before = QuotaGrant.objects.filter(pk=obj.pk).values_list("project_id", flat=True).first()
+        super().save_model(request, obj, form, change)
+        if change:
+            grants.grant_edited(grant=obj, project_before=before)
+
     def _decide(self, request: HttpRequest, queryset: QuerySet[QuotaGrant], approve: bool) -> None:
         actor = _actor(request)
         done = sum(

@@ -103,6 +103,15 @@ def grant_decide(
     return bool(moved)
 
 
+def grant_edited(*, grant: QuotaGrant, project_before: int | None = None) -> None:
+    """An operator edited a grant in the admin: an approved one may have changed size, time or project,
+    so its project's ResourceQuota (and the one it left) is applied again."""
+    if grant.status != GrantStatus.APPROVED:
+        return
+    for project_id in {grant.project_id, project_before or grant.project_id}:
+        namespace_refresh(project_id)
+
+
 def grants_expire(*, now: datetime | None = None) -> list[int]:
     """Approved grants past their end, and requests never decided before their end, expire."""
     now = now or timezone.now()

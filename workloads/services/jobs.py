@@ -127,12 +127,21 @@ def template_create(
     description: str = "",
     request: HttpRequest | None = None,
 ) -> JobTemplate:
+    template = JobTemplate(project=project, name=name, description=description, spec=spec)
+    return template_add(actor=actor, template=template, request=request)
+
+
+def template_spec(*, project: Project, spec: Any) -> dict[str, Any]:
+    """A template's spec as the submit form would take it: parsed with the project's limits."""
+    return parse_spec(spec, spec_limits(project=project)).as_request()
+
+
+def template_add(*, actor: User, template: JobTemplate, request: HttpRequest | None = None) -> JobTemplate:
+    """Save a new template (from the API, the pages or the admin) with its spec parsed and audited."""
+    project = template.project
     require_submitter(actor=actor, project=project)
-    parsed = parse_spec(spec, spec_limits(project=project))
-    template = JobTemplate(
-        project=project, name=name, description=description, spec=parsed.as_request(), created_by=actor
-    )
-    if JobTemplate.objects.filter(project=project, name=name).exists():
+    template.spec, template.created_by = template_spec(project=project, spec=template.spec), actor
+    if JobTemplate.objects.filter(project=project, name=template.name).exists():
         raise ValidationError({"name": ["This project already has a template of that name."]})
     template.full_clean()
     with transaction.atomic():

@@ -1,16 +1,20 @@
 from __future__ import annotations
 
+from datetime import timedelta
+from typing import Any
+
 import pytest
 from django.contrib import admin
 from django.contrib.messages.storage.fallback import FallbackStorage
-from django.test import RequestFactory
+from django.test import Client, RequestFactory
+from django.utils import timezone
 
 from tests.fixtures.personas import World
 from workloads.admin.jobs import JobAdmin
-from workloads.choices import JobState
-from workloads.models import Job
+from workloads.choices import JobState, TaskName
+from workloads.models import GrantStatus, Job, JobTemplate, QuotaGrant
 from workloads.services import jobs as services
-from workloads.tests.conftest import IMAGE
+from workloads.tests.conftest import IMAGE, capture_sends
 
 pytestmark = pytest.mark.django_db
 
@@ -30,3 +34,61 @@ def test_operators_cancel_jobs_and_export_gpu_hours_from_the_admin(jobs_world: W
     response = model_admin.export_gpu_hours(request, Job.objects.all())
     assert response["Content-Type"] == "text/csv"
     assert str(job.uid) in response.content.decode()
+
+
+def _admin(world: World) -> Client:
+    client = Client()
+    client.force_login(world.admin)
+    return client
+
+
+def test_operators_add_a_job_template_in_the_admin_and_a_bad_spec_is_a_field_error(jobs_world: World) -> None:
+    client = _admin(jobs_world)
+    form = {
+        "project": jobs_world.alpha.pk,
+        "name": "train",
+        "description": "",
+        "spec": '{"image": "%s", "gpus": 1}',
+    }
+    response = client.post("/admin/workloads/jobtemplate/add/", {**form, "spec": form["spec"] % IMAGE})
+    assert response.status_code == 302, response.content.decode()[:1500]
+    template = JobTemplate.objects.get(name="train")
+    assert (template.spec["gpus"], template.created_by) == (1, jobs_world.admin)
+    bad = client.post(
+        "/admin/workloads/jobtemplate/add/",
+        {**form, "name": "bad", "spec": form["spec"] % "docker.io/evil/x:1"},
+    )
+    assert bad.status_code == 200
+    assert "allow-list" in bad.content.decode()
+    assert not JobTemplate.objects.filter(name="bad").exists()
+
+
+def test_editing_an_approved_grant_in_the_admin_reapplies_the_resource_quota(
+    jobs_world: World, monkeypatch: pytest.MonkeyPatch, django_capture_on_commit_callbacks: Any
+) -> None:
+    refreshed = capture_sends(monkeypatch, TaskName.RECONCILE_NAMESPACE)
+    now = timezone.now()
+    grant = QuotaGrant.objects.create(
+        project=jobs_world.alpha,
+        requested_by=jobs_world.member,
+        gpus=1,
+        starts_at=now,
+        until=now + timedelta(days=1),
+        status=GrantStatus.APPROVED,
+    )
+    form = {
+        "project": jobs_world.alpha.pk,
+        "gpus": 3,
+        "slices": 0,
+        "starts_at_0": now.strftime("%Y-%m-%d"),
+        "starts_at_1": now.strftime("%H:%M:%S"),
+        "until_0": (now + timedelta(days=1)).strftime("%Y-%m-%d"),
+        "until_1": now.strftime("%H:%M:%S"),
+        "reason": "deadline",
+    }
+    with django_capture_on_commit_callbacks(execute=True):
+        response = _admin(jobs_world).post(f"/admin/workloads/quotagrant/{grant.pk}/change/", form)
+    assert response.status_code == 302, response.content.decode()[:1500]
+    grant.refresh_from_db()
+    assert grant.gpus == 3
+    assert refreshed == [jobs_world.alpha.pk]
