@@ -1,10 +1,11 @@
 from allauth.account.decorators import secure_admin_login
 from django.contrib import admin
-from django.urls import include, path
+from django.urls import include, path, re_path
 from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerView
 
 from gpu.metrics import metrics_view as gpu_metrics_view
 from portal import views
+from portal.api.errors import not_found as api_not_found
 
 # The admin signs in through allauth, so its login shares the rate limits and the MFA step.
 admin.site.login = secure_admin_login(admin.site.login)  # type: ignore[method-assign]
@@ -21,6 +22,7 @@ urlpatterns = [
     path("api/v1/", include("portal.api.urls")),
     path("api/schema/", SpectacularAPIView.as_view(), name="schema"),
     path("api/docs/", SpectacularSwaggerView.as_view(url_name="schema"), name="api-docs"),
+    re_path(r"^api/(?P<path>.*)$", api_not_found),
     path("healthz", views.healthz, name="healthz"),
     path("cluster/", include("gpu.urls")),
     path("metrics", gpu_metrics_view, name="metrics"),

@@ -26,14 +26,16 @@ class SubmitForm(forms.Form):
     env = forms.CharField(
         widget=forms.Textarea(attrs={"rows": 3}), required=False, help_text="NAME=value, one per line."
     )
-    gpus = forms.IntegerField(min_value=0, max_value=8, initial=1)
+    gpus = forms.IntegerField(min_value=0, max_value=8, initial=1, label="GPUs")
     gpu_type = forms.CharField(
-        max_length=80, required=False, help_text="e.g. NVIDIA-GeForce-RTX-5090; empty: any."
+        max_length=80, required=False, label="GPU type", help_text="e.g. NVIDIA-GeForce-RTX-5090; empty: any."
     )
-    mps_slices = forms.IntegerField(min_value=0, initial=0, help_text="Instead of whole GPUs: MPS slices.")
-    cpu_millicores = forms.IntegerField(min_value=100, initial=1000)
-    memory_mib = forms.IntegerField(min_value=64, initial=4096)
-    max_runtime_minutes = forms.IntegerField(min_value=1, initial=60)
+    mps_slices = forms.IntegerField(
+        min_value=0, initial=0, label="MPS slices", help_text="Instead of whole GPUs: MPS slices."
+    )
+    cpu_millicores = forms.IntegerField(min_value=100, initial=1000, label="CPU (millicores)")
+    memory_mib = forms.IntegerField(min_value=64, initial=4096, label="Memory (MiB)")
+    max_runtime_minutes = forms.IntegerField(min_value=1, initial=60, label="Longest run (minutes)")
     priority = forms.ChoiceField(choices=Priority.choices, initial=Priority.NORMAL)
     preemptible = forms.BooleanField(required=False)
     sim_run_seconds = forms.IntegerField(required=False, min_value=0, label="Simulated run time (s)")

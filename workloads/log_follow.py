@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import logging
 import threading
 from collections.abc import AsyncGenerator, AsyncIterator
 
@@ -21,6 +22,8 @@ from workloads.k8s import paths
 from workloads.k8s.client import get_client
 from workloads.k8s.errors import K8sError
 from workloads.models import Job
+
+log = logging.getLogger(__name__)
 
 
 class _OpenStreams:
@@ -98,7 +101,9 @@ async def _follow(job_id: int) -> AsyncIterator[bytes]:
                 return
             except K8sError as exc:
                 if exc.status not in (400, 404):  # 400: the container is not started yet
-                    raise
+                    log.warning("live log of job %s unavailable (%s); serving the kept tail", job_id, exc)
+                    yield await _tail(job_id)
+                    return
         await asyncio.sleep(poll)
         idle += poll
     yield b"\n[no output for a while: the stream ended; reload to follow again]\n"

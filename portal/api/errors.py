@@ -9,14 +9,23 @@ from __future__ import annotations
 from typing import Any
 
 from django.core.exceptions import PermissionDenied as DjangoPermissionDenied
+from django.core.exceptions import RequestDataTooBig
 from django.core.exceptions import ValidationError as DjangoValidationError
-from django.http import Http404
+from django.http import Http404, HttpRequest, JsonResponse
 from rest_framework import exceptions
 from rest_framework.response import Response
 from rest_framework.views import exception_handler as drf_exception_handler
 
 
+class BodyTooLarge(exceptions.APIException):
+    status_code = 413
+    default_code = "body_too_large"
+    default_detail = "The request body is larger than the portal accepts (2.5 MB); send less."
+
+
 def _from_django(exc: Exception) -> Exception:
+    if isinstance(exc, RequestDataTooBig):
+        return BodyTooLarge()
     if isinstance(exc, DjangoValidationError):
         detail: Any = exc.message_dict if hasattr(exc, "error_dict") else {"non_field_errors": exc.messages}
         return exceptions.ValidationError(detail)
@@ -57,3 +66,10 @@ def exception_handler(exc: Exception, context: dict[str, Any]) -> Response | Non
     }
     response.data = body
     return response
+
+
+def not_found(request: HttpRequest, path: str = "") -> JsonResponse:
+    """Any /api/ path that matches no route: the JSON error body, not the HTML 404 page."""
+    message = f"No API endpoint at /{request.path.lstrip('/')}; the endpoints are listed at /api/docs/."
+    body = {"error": {"status": 404, "code": "not_found", "message": message, "fields": {}}}
+    return JsonResponse(body, status=404)

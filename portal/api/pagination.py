@@ -1,8 +1,19 @@
+from rest_framework import exceptions
 from rest_framework.pagination import PageNumberPagination
+from rest_framework.request import Request
 
 
 class Pagination(PageNumberPagination):
-    """Every list answers {count, next, previous, results}; `page_size` up to 200."""
+    """Every list answers {count, next, previous, results}; `page_size` up to 200. A `page_size` that
+    is not a number from 1 to 200 is refused rather than silently replaced by the default."""
 
     page_size_query_param = "page_size"
     max_page_size = 200
+
+    def get_page_size(self, request: Request) -> int | None:
+        raw = request.query_params.get(self.page_size_query_param)
+        if raw is not None and not (raw.isdigit() and 1 <= int(raw) <= self.max_page_size):
+            raise exceptions.ValidationError(
+                {self.page_size_query_param: [f"A whole number from 1 to {self.max_page_size}."]}
+            )
+        return super().get_page_size(request)

@@ -186,6 +186,10 @@ class JobViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, viewsets.Gene
     @extend_schema(request=SpecSerializer(partial=True), responses={201: JobSerializer})
     @action(detail=True, methods=["post"])
     def rerun(self, request: Request, id: str) -> Response:
+        if request.data is None:  # a JSON `null` body: say so, rather than rerun with no edits
+            raise ValidationError(
+                {"non_field_errors": ["Send a JSON object of spec fields to change, or {}."]}
+            )
         edits = request.data if request.data else None
         job = services.job_rerun(
             actor=request_user(request), job=self.get_object(), edits=edits, request=request._request

@@ -8,6 +8,7 @@ the client's Configuration) as async chunks, and closing the iterator closes the
 
 from __future__ import annotations
 
+import ssl
 from collections.abc import AsyncIterator
 from typing import Any
 
@@ -16,33 +17,38 @@ import httpx
 from workloads.k8s.errors import K8sTransientError, error_for
 
 
-def _auth(configuration: Any) -> tuple[dict[str, str], tuple[str, str] | None]:
+def _headers(configuration: Any) -> dict[str, str]:
     hook = getattr(configuration, "refresh_api_key_hook", None)
     if hook is not None:
         hook(configuration)  # in a pod the projected token is re-read as it rotates
     token = (configuration.api_key or {}).get("authorization", "")
     prefix = (configuration.api_key_prefix or {}).get("authorization", "")
-    headers = {"Authorization": f"{prefix} {token}".strip()} if token else {}
-    cert = (configuration.cert_file, configuration.key_file) if configuration.cert_file else None
-    return headers, cert
+    return {"Authorization": f"{prefix} {token}".strip()} if token else {}
 
 
-def _verify(configuration: Any) -> str | bool:
+def _tls(configuration: Any) -> ssl.SSLContext | bool:
+    """The server's CA and the client certificate, as the official client uses them."""
     if not configuration.verify_ssl:
         return False
-    return str(configuration.ssl_ca_cert) if configuration.ssl_ca_cert else True
+    context = ssl.create_default_context(cafile=configuration.ssl_ca_cert or None)
+    if configuration.cert_file:
+        context.load_cert_chain(configuration.cert_file, configuration.key_file or None)
+    return context
 
 
 async def stream_chunks(
     configuration: Any, path: str, query: dict[str, str], *, connect_timeout: float = 10
 ) -> AsyncIterator[bytes]:
     """The body of GET `path` as it arrives, chunk by chunk (blank lines and all)."""
-    headers, cert = _auth(configuration)
     timeout = httpx.Timeout(connect_timeout, read=None)
     try:
         async with (
-            httpx.AsyncClient(base_url=configuration.host, verify=_verify(configuration), cert=cert) as http,
-            http.stream("GET", path, params=query, headers=headers, timeout=timeout) as response,
+            httpx.AsyncClient(
+                base_url=configuration.host, verify=_tls(configuration), trust_env=False
+            ) as http,
+            http.stream(
+                "GET", path, params=query, headers=_headers(configuration), timeout=timeout
+            ) as response,
         ):
             if response.status_code >= 300:
                 body = await response.aread()

@@ -44,19 +44,15 @@ def _admin(world: World) -> Client:
 
 def test_operators_add_a_job_template_in_the_admin_and_a_bad_spec_is_a_field_error(jobs_world: World) -> None:
     client = _admin(jobs_world)
-    form = {
-        "project": jobs_world.alpha.pk,
-        "name": "train",
-        "description": "",
-        "spec": '{"image": "%s", "gpus": 1}',
-    }
-    response = client.post("/admin/workloads/jobtemplate/add/", {**form, "spec": form["spec"] % IMAGE})
+    spec = '{"image": "%s", "gpus": 1}'
+    form = {"project": str(jobs_world.alpha.pk), "name": "train", "description": ""}
+    response = client.post("/admin/workloads/jobtemplate/add/", {**form, "spec": spec % IMAGE})
     assert response.status_code == 302, response.content.decode()[:1500]
     template = JobTemplate.objects.get(name="train")
     assert (template.spec["gpus"], template.created_by) == (1, jobs_world.admin)
     bad = client.post(
         "/admin/workloads/jobtemplate/add/",
-        {**form, "name": "bad", "spec": form["spec"] % "docker.io/evil/x:1"},
+        {**form, "name": "bad", "spec": spec % "docker.io/evil/x:1"},
     )
     assert bad.status_code == 200
     assert "allow-list" in bad.content.decode()
