@@ -86,7 +86,7 @@ async def follow(job_id: int, user_id: int) -> AsyncGenerator[bytes, None]:
 
 async def _follow(job_id: int) -> AsyncIterator[bytes]:
     poll, idle_limit = app_settings.log_follow_poll_s(), app_settings.log_follow_idle_s()
-    idle = 0.0
+    idle, told = 0.0, False
     while idle < idle_limit:
         job = await _load(job_id)
         if job is None:
@@ -94,6 +94,9 @@ async def _follow(job_id: int) -> AsyncIterator[bytes]:
         if job.log_captured or (job.is_terminal and not job.pod_name):
             yield await _tail(job_id)
             return
+        if not job.pod_name and not told:  # say why nothing comes yet (and let the headers go out)
+            yield f"[waiting for the job to start: it is {job.state}]\n".encode()
+            told = True
         if job.pod_name:
             try:
                 async for chunk in _live(job, poll):

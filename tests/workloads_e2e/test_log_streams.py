@@ -132,6 +132,7 @@ def test_a_queued_jobs_followed_log_waits_for_the_pod_and_keeps_blank_lines(
 ) -> None:
     job = _long_job(world)
     with _follow(portal_server, job, _cookie(world.member)) as response, ThreadPoolExecutor(1) as pool:
+        assert b"waiting for the job to start" in response.readline()
         reading = pool.submit(lambda: [response.readline() for _ in range(4)])
         drive_until(job, JobState.RUNNING)
         lines = reading.result(timeout=60)
