@@ -1,9 +1,9 @@
 """Writes for nodes and GPUs: the mirror of the cluster's Nodes, operators' intent, agent tokens.
 
 The mirror functions take the raw Node JSON (a dict), never a kubernetes object: the watch itself
-lives in workloads (workloads/controller/watches.py), the only layer that may talk to the Kubernetes API. Desired
-state changes (cordon, sharing mode, service) are saved here and a `workloads.reconcile_node` task is
-sent by name after commit, so this layer never imports workloads.
+lives in workloads (workloads/controller/watches.py), the only layer that may talk to the Kubernetes
+API. Desired state changes (cordon, sharing mode, service) are saved here and a
+`workloads.reconcile_node` task is sent by name after commit, so this layer never imports workloads.
 """
 
 from __future__ import annotations
