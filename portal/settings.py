@@ -40,6 +40,13 @@ ALLOWED_HOSTS: list[str] = env.list("ALLOWED_HOSTS", default=[] if PRODUCTION el
 if PRODUCTION and not ALLOWED_HOSTS:
     raise ImproperlyConfigured("Set ALLOWED_HOSTS in production (comma separated).")
 CSRF_TRUSTED_ORIGINS: list[str] = env.list("CSRF_TRUSTED_ORIGINS", default=[])
+# How many reverse proxies in front of the portal append to X-Forwarded-For. The client's address is
+# read that many hops from the right; with 0 the header is ignored, since any client can write it.
+# The API throttle (DRF) and the login rate limits (allauth) both read this one number.
+TRUSTED_PROXIES = env.int("GPUPORTAL_TRUSTED_PROXIES", default=0)
+if TRUSTED_PROXIES < 0:
+    raise ImproperlyConfigured("GPUPORTAL_TRUSTED_PROXIES is a count of proxies: 0 or more.")
+ALLAUTH_TRUSTED_PROXY_COUNT = TRUSTED_PROXIES
 
 INSTALLED_APPS = [
     "daphne",
@@ -190,6 +197,7 @@ REST_FRAMEWORK = {
     "EXCEPTION_HANDLER": "portal.api.errors.exception_handler",
     "DEFAULT_THROTTLE_RATES": {"token_create": "10/min"},
     "UNAUTHENTICATED_USER": "django.contrib.auth.models.AnonymousUser",
+    "NUM_PROXIES": TRUSTED_PROXIES,
 }
 SPECTACULAR_SETTINGS = {
     "TITLE": "GPU portal API",
