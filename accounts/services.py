@@ -14,6 +14,7 @@ from accounts import tokens
 from accounts.audit import audit_record, snapshot
 from accounts.choices import ROLES_THAT_MANAGE, Role, TokenScope
 from accounts.models import ApiToken, Membership, Project, Quota, User
+from accounts.selectors import is_operator
 
 TOKEN_PREFIX = "gpt_"  # noqa: S105 - a public marker, not a secret
 MAX_TOKEN_LIFETIME = timedelta(days=365)
@@ -23,7 +24,7 @@ def project_create(
     *, actor: User, slug: str, name: str, description: str = "", request: HttpRequest | None = None
 ) -> Project:
     """Operators create projects; the creator is not made a member (operators see all anyway)."""
-    if not actor.is_staff:
+    if not is_operator(actor):
         raise PermissionDenied("Only operators create projects.")
     project = Project(slug=slug, name=name, description=description)
     project.full_clean()
@@ -42,7 +43,7 @@ def project_create(
 
 
 def _require_manager(*, actor: User, project: Project) -> None:
-    if actor.is_staff:
+    if is_operator(actor):
         return
     role = Membership.objects.filter(project=project, user=actor).values_list("role", flat=True).first()
     if role not in ROLES_THAT_MANAGE:
@@ -127,7 +128,7 @@ def quota_update(
     *, actor: User, quota: Quota, changes: dict[str, Any], request: HttpRequest | None = None
 ) -> Quota:
     """Only operators change quotas: a manager can never raise their own project's limits."""
-    if not actor.is_staff:
+    if not is_operator(actor):
         raise PermissionDenied("Only operators change quotas.")
     unknown = set(changes) - set(QUOTA_FIELDS)
     if unknown:
@@ -163,6 +164,12 @@ def token_create(
     request: HttpRequest | None = None,
 ) -> tuple[ApiToken, str]:
     """Returns the token and its secret; the secret is never stored or shown again."""
+    if user.is_staff and not is_operator(user):
+        # A token skips the second factor at every use, so staff get none until they have one.
+        raise PermissionDenied(
+            "Set up two-factor authentication (MFA) first, at /accounts/2fa/: "
+            "staff accounts get API tokens only with MFA."
+        )
     errors: dict[str, list[str]] = {}
     valid = set(TokenScope.values)
     if not scopes or not set(scopes) <= valid:
@@ -196,7 +203,7 @@ def token_create(
 
 
 def token_revoke(*, actor: User, token: ApiToken, request: HttpRequest | None = None) -> ApiToken:
-    if token.user_id != actor.pk and not actor.is_staff:
+    if token.user_id != actor.pk and not is_operator(actor):
         raise PermissionDenied("That token is not yours.")
     if token.revoked_at is None:
         token.revoked_at = timezone.now()
