@@ -49,3 +49,53 @@ def test_one_trusted_proxy_count_drives_the_api_throttle_and_the_login_limits() 
     assert two["ALLAUTH_TRUSTED_PROXY_COUNT"] == 2
     assert isinstance(two["REST_FRAMEWORK"], dict)
     assert two["REST_FRAMEWORK"]["NUM_PROXIES"] == 2
+
+
+HARDENED = [
+    "DEBUG",
+    "PRODUCTION",
+    "ALLOWED_HOSTS",
+    "SESSION_COOKIE_SECURE",
+    "CSRF_COOKIE_SECURE",
+    "SECURE_HSTS_SECONDS",
+    "SECURE_SSL_REDIRECT",
+    "EMAIL_BACKEND",
+]
+DEBUG_OFF = {"DEBUG": "0", "REDIS_URL": "redis://127.0.0.1:6379/0"}
+
+
+def test_debug_off_means_the_hardened_settings_without_the_production_flag() -> None:
+    got = values(read_settings(HARDENED, **DEBUG_OFF, SECRET_KEY=SECRET, ALLOWED_HOSTS="portal.example.org"))
+    assert got["DEBUG"] is False
+    assert got["PRODUCTION"] is True
+    assert got["ALLOWED_HOSTS"] == ["portal.example.org"]
+    assert got["SESSION_COOKIE_SECURE"] is True
+    assert got["CSRF_COOKIE_SECURE"] is True
+    assert got["SECURE_HSTS_SECONDS"] == 31536000
+    assert got["SECURE_SSL_REDIRECT"] is True
+    assert got["EMAIL_BACKEND"] == "django.core.mail.backends.smtp.EmailBackend"
+
+
+def test_debug_off_without_a_secret_key_refuses_to_start() -> None:
+    result = read_settings(["SECRET_KEY"], **DEBUG_OFF, ALLOWED_HOSTS="portal.example.org")
+    assert result.returncode != 0
+    assert "ImproperlyConfigured" in result.stderr
+    assert "SECRET_KEY" in result.stderr
+
+
+def test_debug_off_without_allowed_hosts_refuses_to_start() -> None:
+    result = read_settings(["ALLOWED_HOSTS"], **DEBUG_OFF, SECRET_KEY=SECRET)
+    assert result.returncode != 0
+    assert "ALLOWED_HOSTS" in result.stderr
+
+
+def test_debug_on_with_the_production_flag_refuses_to_start() -> None:
+    env = {
+        "GPUPORTAL_PRODUCTION": "1",
+        "DEBUG": "1",
+        "SECRET_KEY": SECRET,
+        "ALLOWED_HOSTS": "portal.example.org",
+    }
+    result = read_settings(["DEBUG"], **env)
+    assert result.returncode != 0
+    assert "DEBUG" in result.stderr
