@@ -11,7 +11,7 @@ from rest_framework.test import APIClient
 
 from accounts import services
 from accounts.models import ApiToken, User
-from tests.fixtures.personas import World, api_session_client
+from tests.fixtures.personas import World, api_session_client, session_client
 
 pytestmark = pytest.mark.django_db
 
@@ -60,3 +60,13 @@ def test_revoking_a_token_revokes_its_children_and_theirs(world: World) -> None:
     assert api_session_client(world.member).delete(f"/api/v1/tokens/{parent.pk}/").status_code == 204
     assert ApiToken.objects.filter(user=world.member, revoked_at__isnull=True).count() == 0
     assert grandchild_client.get("/api/v1/me/").status_code == 401
+
+
+def test_the_admins_revoke_action_revokes_the_children_too(world: World) -> None:
+    parent, secret = _parent(world.member)
+    _mint(_client(secret))
+    response = session_client(world.admin).post(
+        "/admin/accounts/apitoken/", {"action": "revoke", "_selected_action": [parent.pk]}
+    )
+    assert response.status_code == 302
+    assert ApiToken.objects.filter(user=world.member, revoked_at__isnull=True).count() == 0
