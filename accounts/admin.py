@@ -11,7 +11,6 @@ from django.contrib.auth.admin import UserAdmin
 from django.core.exceptions import PermissionDenied
 from django.db.models import Model, QuerySet
 from django.http import HttpRequest, HttpResponse
-from django.utils import timezone
 
 from accounts import services
 from accounts.audit import audit_record, snapshot
@@ -186,11 +185,9 @@ class ApiTokenAdmin(AuditedAdmin):
 
     @admin.action(description="Revoke selected tokens")
     def revoke(self, request: HttpRequest, queryset: QuerySet[ApiToken]) -> None:
-        actor = request.user if isinstance(request.user, User) else None
-        for token in queryset.filter(revoked_at__isnull=True):
-            token.revoked_at = timezone.now()
-            token.save(update_fields=["revoked_at"])
-            audit_record(actor=actor, action="token.revoke", obj=token, request=request)
+        assert isinstance(request.user, User)  # noqa: S101 - the admin requires a staff user
+        for token in queryset:  # already revoked ones too: the service also revokes their children
+            services.token_revoke(actor=request.user, token=token, request=request)
 
 
 AUDIT_COLUMNS = (

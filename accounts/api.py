@@ -201,6 +201,7 @@ class TokenViewSet(
             name=data.validated_data["name"],
             scopes=data.validated_data["scopes"],
             expires_at=data.validated_data.get("expires_at"),
+            parent=request.auth if isinstance(request.auth, ApiToken) else None,
         )
         body = dict(TokenSerializer(token).data, secret=secret)
         return Response(body, status=status.HTTP_201_CREATED)

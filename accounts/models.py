@@ -126,6 +126,11 @@ class ApiToken(models.Model):
     revoked_at = models.DateTimeField(null=True, blank=True)
     last_used_at = models.DateTimeField(null=True, blank=True)
     last_used_ip = models.GenericIPAddressField(null=True, blank=True)
+    # The token whose request created this one. A child draws its power from its parent, so it
+    # never outlives it, is revoked with it, and goes with it if the parent row is deleted.
+    parent = models.ForeignKey(
+        "self", null=True, blank=True, on_delete=models.CASCADE, related_name="children", editable=False
+    )
 
     class Meta:
         ordering = ["-created_at"]

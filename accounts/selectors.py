@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+from typing import Any
+
+from allauth.mfa.models import Authenticator
 from django.db.models import QuerySet
 from django.http import Http404
 
@@ -9,9 +12,21 @@ from accounts.choices import ROLES_THAT_SUBMIT, Role
 from accounts.models import ApiToken, AuditLog, Membership, Project, User
 
 
+def is_operator(user: Any) -> bool:
+    """Whether the user holds operator power: active staff with a TOTP authenticator set up.
+
+    The staff flag alone is not enough: a stolen password of a staff account without a second
+    factor must open no more than a plain user's account does, on pages, API and sockets alike.
+    Takes any request user (anonymous, a node agent) and answers False for those.
+    """
+    if not (getattr(user, "is_staff", False) and getattr(user, "is_active", False) and user.pk):
+        return False
+    return bool(Authenticator.objects.filter(user_id=user.pk, type=Authenticator.Type.TOTP).exists())
+
+
 def project_list(*, user: User) -> QuerySet[Project]:
     qs = Project.objects.select_related("quota").filter(is_active=True)
-    if user.is_staff:
+    if is_operator(user):
         return qs
     return qs.filter(memberships__user=user).distinct()
 
@@ -30,7 +45,7 @@ def project_role(*, user: User, project: Project) -> Role | None:
 
 def can_submit(*, user: User, project: Project) -> bool:
     """Whether the user may submit and act on jobs in the project: operators always, members by role."""
-    return user.is_staff or project_role(user=user, project=project) in ROLES_THAT_SUBMIT
+    return is_operator(user) or project_role(user=user, project=project) in ROLES_THAT_SUBMIT
 
 
 def membership_list(*, project: Project) -> QuerySet[Membership]:

@@ -14,6 +14,7 @@ from accounts import tokens
 from accounts.audit import audit_record, snapshot
 from accounts.choices import ROLES_THAT_MANAGE, Role, TokenScope
 from accounts.models import ApiToken, Membership, Project, Quota, User
+from accounts.selectors import is_operator
 
 TOKEN_PREFIX = "gpt_"  # noqa: S105 - a public marker, not a secret
 MAX_TOKEN_LIFETIME = timedelta(days=365)
@@ -30,7 +31,7 @@ def project_create(
 def project_add(*, actor: User, project: Project, request: HttpRequest | None = None) -> Project:
     """Save a new project with its default quota (every project has one: pages, the API and the
     queue read it) and audit it. The admin hands in the project its form built."""
-    if not actor.is_staff:
+    if not is_operator(actor):
         raise PermissionDenied("Only operators create projects.")
     project.full_clean()
     with transaction.atomic():
@@ -48,7 +49,7 @@ def project_add(*, actor: User, project: Project, request: HttpRequest | None = 
 
 
 def _require_manager(*, actor: User, project: Project) -> None:
-    if actor.is_staff:
+    if is_operator(actor):
         return
     role = Membership.objects.filter(project=project, user=actor).values_list("role", flat=True).first()
     if role not in ROLES_THAT_MANAGE:
@@ -133,7 +134,7 @@ def quota_update(
     *, actor: User, quota: Quota, changes: dict[str, Any], request: HttpRequest | None = None
 ) -> Quota:
     """Only operators change quotas: a manager can never raise their own project's limits."""
-    if not actor.is_staff:
+    if not is_operator(actor):
         raise PermissionDenied("Only operators change quotas.")
     unknown = set(changes) - set(QUOTA_FIELDS)
     if unknown:
@@ -160,24 +161,53 @@ def token_digest(secret: str) -> str:
     return tokens.digest(secret)
 
 
+def _token_errors(
+    *, name: str, scopes: list[str], expires_at: datetime | None, parent: ApiToken | None, now: datetime
+) -> dict[str, list[str]]:
+    errors: dict[str, list[str]] = {}
+    ceiling = parent.expires_at if parent is not None else None
+    valid = set(TokenScope.values)
+    if not scopes or not set(scopes) <= valid:
+        errors["scopes"] = [f"Choose one or more of {', '.join(sorted(valid))}."]
+    if expires_at is not None and not (now < expires_at <= now + MAX_TOKEN_LIFETIME):
+        errors["expires_at"] = ["Choose a time in the future, at most 365 days away."]
+    elif expires_at is not None and ceiling is not None and expires_at > ceiling:
+        errors["expires_at"] = [
+            f"A token cannot outlive the token that creates it: choose a time up to {ceiling.isoformat()}."
+        ]
+    if not name.strip():
+        errors["name"] = ["Give the token a name, e.g. the machine or tool that uses it."]
+    return errors
+
+
+def _token_expiry(*, expires_at: datetime | None, parent: ApiToken | None, now: datetime) -> datetime:
+    expiry = expires_at or now + timedelta(days=90)
+    if parent is not None and parent.expires_at is not None:
+        return min(expiry, parent.expires_at)
+    return expiry
+
+
 def token_create(
     *,
     user: User,
     name: str,
     scopes: list[str],
     expires_at: datetime | None,
+    parent: ApiToken | None = None,
     request: HttpRequest | None = None,
 ) -> tuple[ApiToken, str]:
-    """Returns the token and its secret; the secret is never stored or shown again."""
-    errors: dict[str, list[str]] = {}
-    valid = set(TokenScope.values)
-    if not scopes or not set(scopes) <= valid:
-        errors["scopes"] = [f"Choose one or more of {', '.join(sorted(valid))}."]
+    """Returns the token and its secret; the secret is never stored or shown again.
+
+    `parent` is the token that authenticated the request, if any: the new token expires no later.
+    """
+    if user.is_staff and not is_operator(user):
+        # A token skips the second factor at every use, so staff get none until they have one.
+        raise PermissionDenied(
+            "Set up two-factor authentication (MFA) first, at /accounts/2fa/: "
+            "staff accounts get API tokens only with MFA."
+        )
     now = timezone.now()
-    if expires_at is not None and not (now < expires_at <= now + MAX_TOKEN_LIFETIME):
-        errors["expires_at"] = ["Choose a time in the future, at most 365 days away."]
-    if not name.strip():
-        errors["name"] = ["Give the token a name, e.g. the machine or tool that uses it."]
+    errors = _token_errors(name=name, scopes=scopes, expires_at=expires_at, parent=parent, now=now)
     if errors:
         raise ValidationError(errors)
     minted = tokens.mint(TOKEN_PREFIX)
@@ -187,7 +217,8 @@ def token_create(
         prefix=minted.prefix,
         digest=minted.digest,
         scopes=sorted(set(scopes)),
-        expires_at=expires_at or now + timedelta(days=90),
+        expires_at=_token_expiry(expires_at=expires_at, parent=parent, now=now),
+        parent=parent,
     )
     token.full_clean()
     token.save()
@@ -201,13 +232,37 @@ def token_create(
     return token, minted.secret
 
 
+def _token_descendants(token: ApiToken) -> list[int]:
+    found: list[int] = []
+    frontier = [token.pk]
+    while frontier:  # one query per generation; chains are short
+        frontier = list(
+            ApiToken.objects.filter(parent_id__in=frontier).exclude(pk__in=found).values_list("pk", flat=True)
+        )
+        found.extend(frontier)
+    return found
+
+
 def token_revoke(*, actor: User, token: ApiToken, request: HttpRequest | None = None) -> ApiToken:
-    if token.user_id != actor.pk and not actor.is_staff:
+    """Revoke a token and every token created through it, their children included."""
+    if token.user_id != actor.pk and not is_operator(actor):
         raise PermissionDenied("That token is not yours.")
-    if token.revoked_at is None:
-        token.revoked_at = timezone.now()
-        token.save(update_fields=["revoked_at"])
-        audit_record(actor=actor, action="token.revoke", obj=token, request=request)
+    now = timezone.now()
+    with transaction.atomic():
+        if token.revoked_at is None:
+            token.revoked_at = now
+            token.save(update_fields=["revoked_at"])
+            audit_record(actor=actor, action="token.revoke", obj=token, request=request)
+        children = ApiToken.objects.filter(pk__in=_token_descendants(token), revoked_at__isnull=True)
+        for child in children:
+            audit_record(
+                actor=actor,
+                action="token.revoke",
+                obj=child,
+                after={"with_parent": token.prefix},
+                request=request,
+            )
+        children.update(revoked_at=now)
     return token
 
 

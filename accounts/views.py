@@ -38,7 +38,7 @@ def project_detail(request: HttpRequest, slug: str) -> HttpResponse:
         "project": project,
         "quota": project.quota,
         "members": selectors.membership_list(project=project),
-        "can_manage": user.is_staff or role in ROLES_THAT_MANAGE,
+        "can_manage": selectors.is_operator(user) or role in ROLES_THAT_MANAGE,
         "my_role": role,
         "roles": Role.choices,
         "add_form": MemberAddForm(),
@@ -103,8 +103,8 @@ def tokens(request: HttpRequest) -> HttpResponse:
                 request=request,
             )
             form = TokenForm()
-        except ValidationError as exc:
-            messages.error(request, _errors(exc))
+        except (ValidationError, PermissionDenied) as exc:
+            messages.error(request, _errors(exc) if isinstance(exc, ValidationError) else str(exc))
     context = {"form": form, "secret": secret, "tokens": selectors.token_list(user=user)}
     return render(request, "accounts/tokens.html", context, status=400 if form.errors else 200)
 

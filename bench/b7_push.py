@@ -238,6 +238,7 @@ def _run_one(server: str, layer: str | None, env: dict[str, str], cookie: str, n
 
 def _prepare(nodes: int) -> tuple[list[str], str]:
     """Nodes and GPUs in the bench database, and one operator session cookie."""
+    from allauth.mfa.models import Authenticator
     from django.conf import settings
     from django.test import Client
 
@@ -251,6 +252,8 @@ def _prepare(nodes: int) -> tuple[list[str], str]:
             Gpu(node=node, index=i, uuid=f"GPU-b7-{name}-{i}") for i in range(GPUS_PER_NODE)
         )
     user = User.objects.create_user(username="b7", email="b7@example.com", is_staff=True)
+    # Staff see every node only with a second factor set up.
+    Authenticator.objects.create(user=user, type=Authenticator.Type.TOTP, data={"secret": "JBSWY3DPEHPK3PXP"})
     client = Client()
     client.force_login(user)
     return names, f"{settings.SESSION_COOKIE_NAME}={client.cookies[settings.SESSION_COOKIE_NAME].value}"

@@ -15,6 +15,7 @@ from prometheus_client import CONTENT_TYPE_LATEST, REGISTRY, Counter, Histogram,
 from prometheus_client.core import GaugeMetricFamily
 from prometheus_client.registry import Collector
 
+from accounts.selectors import is_operator
 from gpu import app_settings
 
 INGEST_SAMPLES = Counter("gpuportal_ingest_samples", "Telemetry samples received", ["result"])
@@ -76,7 +77,7 @@ def _allowed(request: HttpRequest) -> bool:
     if token and header.startswith("Bearer "):
         return hmac.compare_digest(header.removeprefix("Bearer ").strip(), token)
     user: Any = getattr(request, "user", None)
-    return bool(user is not None and user.is_authenticated and user.is_staff)
+    return is_operator(user)
 
 
 def metrics_view(request: HttpRequest) -> HttpResponse:

@@ -10,6 +10,7 @@ from django.http import Http404
 from django.utils import timezone
 
 from accounts.models import Project, User
+from accounts.selectors import is_operator
 from gpu.messages import GpuFrame, ProcessFrame
 from gpu.models import Gpu, GpuEvent, GpuSample, Node
 
@@ -39,7 +40,7 @@ def gpu_events(*, gpu: Gpu, limit: int = 50) -> QuerySet[GpuEvent]:
 
 def user_namespaces(*, user: User) -> frozenset[str] | None:
     """None for operators (they see all); else the namespaces of the user's active projects."""
-    if user.is_staff:
+    if is_operator(user):
         return None
     projects = Project.objects.filter(is_active=True, memberships__user=user)
     return frozenset(project.namespace for project in projects)

@@ -2,8 +2,9 @@
 
 With no environment set the portal runs embedded: an SQLite file, an in-process task broker and
 channel layer, one process. Production sets DATABASE_URL, REDIS_URL, SECRET_KEY (or SECRET_KEY_FILE)
-and ALLOWED_HOSTS, and gets the hardened defaults below (GPUPORTAL_PRODUCTION=1 or DEBUG=0 with a
-real secret). Every setting has a safe development default or raises ImproperlyConfigured.
+and ALLOWED_HOSTS, and gets the hardened defaults below (GPUPORTAL_PRODUCTION=1 or DEBUG=0: either
+one means production, and a missing secret, host list or Redis then stops the start). Every setting
+has a safe development default or raises ImproperlyConfigured.
 """
 
 from __future__ import annotations
@@ -19,8 +20,13 @@ django_stubs_ext.monkeypatch()
 BASE_DIR = Path(__file__).resolve().parent.parent
 env = environ.Env()
 
-PRODUCTION = env.bool("GPUPORTAL_PRODUCTION", default=False)
-DEBUG = env.bool("DEBUG", default=not PRODUCTION)
+_PRODUCTION_FLAG = env.bool("GPUPORTAL_PRODUCTION", default=False)
+DEBUG = env.bool("DEBUG", default=not _PRODUCTION_FLAG)
+# Debug off means a real deployment, flag or not: a half-hardened server (wildcard hosts, a known
+# secret key, cookies without Secure) is worse than one that refuses to start.
+PRODUCTION = _PRODUCTION_FLAG or not DEBUG
+if _PRODUCTION_FLAG and DEBUG:
+    raise ImproperlyConfigured("DEBUG is on with GPUPORTAL_PRODUCTION=1: debug pages show settings and code.")
 
 
 def _secret_key() -> str:
@@ -40,6 +46,13 @@ ALLOWED_HOSTS: list[str] = env.list("ALLOWED_HOSTS", default=[] if PRODUCTION el
 if PRODUCTION and not ALLOWED_HOSTS:
     raise ImproperlyConfigured("Set ALLOWED_HOSTS in production (comma separated).")
 CSRF_TRUSTED_ORIGINS: list[str] = env.list("CSRF_TRUSTED_ORIGINS", default=[])
+# How many reverse proxies in front of the portal append to X-Forwarded-For. The client's address is
+# read that many hops from the right; with 0 the header is ignored, since any client can write it.
+# The API throttle (DRF) and the login rate limits (allauth) both read this one number.
+TRUSTED_PROXIES = env.int("GPUPORTAL_TRUSTED_PROXIES", default=0)
+if TRUSTED_PROXIES < 0:
+    raise ImproperlyConfigured("GPUPORTAL_TRUSTED_PROXIES is a count of proxies: 0 or more.")
+ALLAUTH_TRUSTED_PROXY_COUNT = TRUSTED_PROXIES
 
 INSTALLED_APPS = [
     "daphne",
@@ -174,7 +187,14 @@ ACCOUNT_RATE_LIMITS = {
 MFA_SUPPORTED_TYPES = ["totp", "recovery_codes"]
 MFA_TOTP_ISSUER = env.str("GPUPORTAL_MFA_ISSUER", default="GPU portal")
 
-EMAIL_BACKEND = env.str("EMAIL_BACKEND", default="django.core.mail.backends.console.EmailBackend")
+# Sign-up and password reset need delivered mail (verification is mandatory): SMTP in production,
+# and accounts/checks.py fails `check --deploy` on a backend that delivers nothing.
+EMAIL_BACKEND = env.str(
+    "EMAIL_BACKEND",
+    default="django.core.mail.backends.smtp.EmailBackend"
+    if PRODUCTION
+    else "django.core.mail.backends.console.EmailBackend",
+)
 EMAIL_HOST = env.str("EMAIL_HOST", default="localhost")
 EMAIL_PORT = env.int("EMAIL_PORT", default=25)
 DEFAULT_FROM_EMAIL = env.str("DEFAULT_FROM_EMAIL", default="gpu-portal@localhost")
@@ -192,6 +212,7 @@ REST_FRAMEWORK = {
     "EXCEPTION_HANDLER": "portal.api.errors.exception_handler",
     "DEFAULT_THROTTLE_RATES": {"token_create": "10/min"},
     "UNAUTHENTICATED_USER": "django.contrib.auth.models.AnonymousUser",
+    "NUM_PROXIES": TRUSTED_PROXIES,
 }
 SPECTACULAR_SETTINGS = {
     "TITLE": "GPU portal API",

@@ -8,6 +8,7 @@ the form can show it in place.
 
 from __future__ import annotations
 
+import posixpath
 import re
 from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field
@@ -164,16 +165,28 @@ def _image(data: Mapping[str, Any], limits: SpecLimits, errors: _Errors) -> str:
     return value
 
 
+def mount_path_normal(path: Any) -> str | None:
+    """The path as the container will see it, or None if it is not absolute or climbs with '..'.
+
+    The deny list compares this form: `/./etc`, `//etc` and `/etc/` all land on `/etc`.
+    """
+    if not isinstance(path, str) or not MOUNT_PATH.match(path) or ".." in path.split("/"):
+        return None
+    # normpath keeps a leading '//' (POSIX leaves it implementation-defined); the kubelet does not.
+    return "/" + posixpath.normpath(path).lstrip("/")
+
+
 def _volume_item_error(item: Any, limits: SpecLimits) -> str | None:
     if not isinstance(item, dict) or not set(item) <= {"volume", "mount_path", "read_only"}:
         return "Each volume is {volume, mount_path, read_only}; only the project's own volumes."
     name, path, read_only = item.get("volume"), item.get("mount_path"), item.get("read_only", False)
     if not isinstance(name, str) or name not in limits.volumes:
         return f"{str(name)[:40]!r} is not one of this project's volumes."
-    if not isinstance(path, str) or not MOUNT_PATH.match(path) or ".." in path.split("/"):
+    normal = mount_path_normal(path)
+    if normal is None:
         return f"{name}: the mount path must be an absolute path without '..'."
-    if path == "/" or any(path == p or path.startswith(p + "/") for p in FORBIDDEN_MOUNTS):
-        return f"{name}: cannot mount over {path}."
+    if normal == "/" or any(normal == p or normal.startswith(p + "/") for p in FORBIDDEN_MOUNTS):
+        return f"{name}: cannot mount over {normal}."
     if not isinstance(read_only, bool):
         return f"{name}: read_only must be true or false."
     return None
@@ -192,7 +205,8 @@ def _volumes(data: Mapping[str, Any], limits: SpecLimits, errors: _Errors) -> li
             continue
         forced = limits.volumes[item["volume"]]
         read_only = bool(item.get("read_only", False)) or forced
-        out.append({"volume": item["volume"], "mount_path": item["mount_path"], "read_only": read_only})
+        path = mount_path_normal(item["mount_path"])
+        out.append({"volume": item["volume"], "mount_path": path, "read_only": read_only})
     paths = [v["mount_path"] for v in out]
     if len(set(paths)) != len(paths):
         errors.add("volumes", "Each mount path may be used once.")

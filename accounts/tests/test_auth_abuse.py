@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import time
+
 import pytest
+from allauth.mfa.totp.internal.auth import format_hotp_value, hotp_value
 from django.core.cache import cache
 from django.test import Client
 from rest_framework.test import APIClient
@@ -80,6 +83,47 @@ def test_token_creation_by_password_works_and_needs_otp_for_mfa_users(world: Wor
     )
     assert staff.status_code == 401
     assert "otp" in staff.json()["error"]["message"]
+
+
+OTP_SECRET = "JBSWY3DPEHPK3PXP"  # the personas' TOTP secret
+
+
+def _codes_now() -> set[str]:
+    counter = int(time.time()) // 30
+    return {format_hotp_value(hotp_value(OTP_SECRET, counter + step)) for step in (-1, 0, 1, 2)}
+
+
+def _wrong_code() -> str:
+    return next(code for code in ("000000", "111111", "222222") if code not in _codes_now())
+
+
+def _token_by_password(client: APIClient, otp: str) -> tuple[int, str]:
+    body = {"email": "olga@example.com", "password": PASSWORD, "name": "cli", "scopes": ["read"], "otp": otp}
+    response = client.post("/api/v1/auth/token/", body, format="json")
+    return response.status_code, str(response.json().get("error", {}).get("message", ""))
+
+
+def test_sixth_otp_code_on_the_cli_path_is_refused_even_when_right(world: World) -> None:
+    client = APIClient()
+    for _ in range(5):
+        assert _token_by_password(client, _wrong_code())[0] == 401
+    current = format_hotp_value(hotp_value(OTP_SECRET, int(time.time()) // 30))
+    status, message = _token_by_password(client, current)
+    assert status == 429
+    assert "two-factor" in message
+    assert not ApiToken.objects.exists()
+
+
+def test_rotating_x_forwarded_for_does_not_escape_the_token_throttle(world: World) -> None:
+    client = APIClient()
+    statuses = []
+    for n in range(11):
+        body = {"email": f"nobody{n}@example.com", "password": "nope", "name": "cli", "scopes": ["read"]}
+        response = client.post(
+            "/api/v1/auth/token/", body, format="json", HTTP_X_FORWARDED_FOR=f"203.0.113.{n}"
+        )
+        statuses.append(response.status_code)
+    assert statuses == [401] * 10 + [429]
 
 
 def test_staff_without_mfa_cannot_open_the_admin(world: World) -> None:

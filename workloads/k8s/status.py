@@ -95,14 +95,22 @@ JOB_NAME = re.compile(r"^job-([0-9a-f-]{36})(?:-[a-z0-9]+)?$")
 
 
 def event_projection(obj: Obj) -> Obj | None:
-    """The few fields of a core/v1 Event the timeline keeps, or None when it is not a job's."""
+    """The few fields of a core/v1 Event the timeline keeps, or None when it is not a job's.
+
+    The namespace travels with it: a name like `job-<uid>` can be written by anyone who may create
+    pods somewhere, so the record step also checks that the event is in the job's own namespace.
+    """
     involved = obj.get("involvedObject") or {}
     match = JOB_NAME.match(str(involved.get("name", "")))
     if match is None or involved.get("kind") not in ("Job", "Pod"):
         return None
     meta = obj.get("metadata") or {}
+    namespace = str(meta.get("namespace") or "")
+    if not namespace or involved.get("namespace", namespace) != namespace:
+        return None
     return {
         "uid": meta.get("uid", ""),
+        "namespace": namespace,
         "job_uid": match.group(1),
         "object": f"{involved.get('kind')}/{involved.get('name')}",
         "reason": str(obj.get("reason", ""))[:120],

@@ -185,9 +185,10 @@ def capture_log(r: JobReconciler) -> None:
 
 def k8s_event_record(*, event: dict[str, Any]) -> JobEvent | None:
     """Upsert one Kubernetes event (`k8s.status.event_projection`) into its job's timeline, keyed by
-    the event's uid."""
-    job = Job.objects.filter(uid=event["job_uid"]).first()
-    if job is None or not event.get("uid"):
+    the event's uid. Only an event in the job's own namespace counts: the uid in a pod's name is no
+    proof on its own, since another tenant can name a pod after a job that is not theirs."""
+    job = Job.objects.select_related("project").filter(uid=event["job_uid"]).first()
+    if job is None or not event.get("uid") or event.get("namespace") != job.namespace:
         return None
     fields = {
         "job": job,

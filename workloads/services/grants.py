@@ -16,6 +16,7 @@ from django.utils import timezone
 
 from accounts.audit import audit_record, snapshot
 from accounts.models import Project, User
+from accounts.selectors import is_operator
 from workloads.models import GrantStatus, QuotaGrant
 from workloads.services.jobs import require_submitter
 from workloads.services.publisher import namespace_refresh
@@ -79,7 +80,7 @@ def grant_decide(
     *, actor: User, grant: QuotaGrant, approve: bool, request: HttpRequest | None = None
 ) -> bool:
     """Approve or refuse a requested grant (operators only); False when it was already decided."""
-    if not actor.is_staff:
+    if not is_operator(actor):
         raise PermissionDenied("Only operators decide quota grants.")
     status = GrantStatus.APPROVED if approve else GrantStatus.REFUSED
     now = timezone.now()

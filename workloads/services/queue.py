@@ -18,6 +18,7 @@ from django.http import HttpRequest
 
 from accounts.audit import audit_record
 from accounts.models import User
+from accounts.selectors import is_operator
 from workloads.choices import ACTIVE_STATES, JobState
 from workloads.messages import explanation_admitted, explanation_stored
 from workloads.models import Job
@@ -105,7 +106,7 @@ QUEUE_ACTIONS: dict[str, dict[str, Any]] = {
 
 def queue_action(*, actor: User, job_ids: list[int], action: str, request: HttpRequest | None = None) -> int:
     """Operators: hold, release or move queued jobs to the front. Returns how many changed."""
-    if not actor.is_staff:
+    if not is_operator(actor):
         raise PermissionDenied("Only operators change the queue.")
     changes = QUEUE_ACTIONS[action]
     count = 0

@@ -43,6 +43,25 @@ def test_k8s_events_are_upserted_by_uid(jobs_world: World) -> None:
     assert [(r.reason, r.count, r.object_ref) for r in rows] == [("Scheduled", 3, f"Pod/job-{job.uid}-x1y2z")]
 
 
+def test_event_projection_carries_the_namespace_and_refuses_a_mismatch() -> None:
+    uid = "12345678-1234-5678-1234-567812345678"
+    assert event_projection(event(f"job-{uid}-abcde"))["namespace"] == "gp-alpha"  # type: ignore[index]
+    other = event(f"job-{uid}-abcde")
+    other["involvedObject"]["namespace"] = "gp-beta"
+    assert event_projection(other) is None
+
+
+@pytest.mark.django_db
+def test_an_event_in_another_namespace_is_not_attached_to_the_job(jobs_world: World) -> None:
+    job = services.job_submit(actor=jobs_world.member, project=jobs_world.alpha, data={"image": IMAGE})
+    forged = event(f"job-{job.uid}-x1y2z", uid="forged")
+    forged["metadata"]["namespace"] = "gp-beta"  # a pod in beta named after alpha's job
+    projected = event_projection(forged)
+    assert projected is not None
+    assert k8s_event_record(event=projected) is None
+    assert not job.events.filter(kind="k8s").exists()
+
+
 @pytest.mark.django_db
 def test_orphans_are_recorded_once(jobs_world: World) -> None:
     job = services.job_submit(actor=jobs_world.member, project=jobs_world.alpha, data={"image": IMAGE})

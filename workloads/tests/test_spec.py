@@ -83,6 +83,21 @@ def test_it_rejects_foreign_volumes_and_bad_paths() -> None:
     assert "volumes" in errors_of({"image": IMAGE, "volumes": [{"volume": "data", "mount_path": "/a/../b"}]})
 
 
+@pytest.mark.parametrize(
+    "path", ["/./etc", "//etc", "/.", "//", "/etc/.", "/./proc/x", "//usr//lib", "/run/"]
+)
+def test_it_normalises_mount_paths_before_the_deny_check(path: str) -> None:
+    errors = errors_of({"image": IMAGE, "volumes": [{"volume": "data", "mount_path": path}]})
+    assert "cannot mount over" in " ".join(errors["volumes"])
+
+
+def test_it_stores_the_normal_mount_path_and_sees_duplicates_through_spelling() -> None:
+    spec = parse_spec({"image": IMAGE, "volumes": [{"volume": "data", "mount_path": "/./data//in/"}]}, LIMITS)
+    assert spec.volumes[0]["mount_path"] == "/data/in"
+    twice = [{"volume": "data", "mount_path": "/data"}, {"volume": "ro", "mount_path": "/data/"}]
+    assert "Each mount path may be used once." in errors_of({"image": IMAGE, "volumes": twice})["volumes"]
+
+
 def test_it_refuses_simulation_when_switched_off() -> None:
     assert "simulate" in errors_of({"image": IMAGE, "simulate": {"run_seconds": 1}})
 

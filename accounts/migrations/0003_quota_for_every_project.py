@@ -16,5 +16,5 @@ def add_missing_quotas(apps: Any, schema_editor: Any) -> None:
 
 
 class Migration(migrations.Migration):
-    dependencies = [("accounts", "0001_initial")]
+    dependencies = [("accounts", "0002_apitoken_parent")]
     operations = [migrations.RunPython(add_missing_quotas, migrations.RunPython.noop)]
