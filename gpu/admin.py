@@ -87,6 +87,9 @@ class NodeAdmin(AuditedAdmin):
     def has_add_permission(self, request: HttpRequest) -> bool:
         return False  # Nodes come from the cluster
 
+    def has_delete_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        return False  # a mirror: the row goes (is marked deleted) when the cluster's Node goes
+
     @admin.display(boolean=True, description="Ready")
     def ready(self, obj: Node) -> bool:
         return obj.is_ready
@@ -149,6 +152,9 @@ class GpuAdmin(AuditedAdmin):
 
     def has_add_permission(self, request: HttpRequest) -> bool:
         return False
+
+    def has_delete_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        return False  # GPUs come from the node agents; operators change them through the actions
 
     @admin.action(description="Set exclusive (whole GPU)")
     def set_exclusive(self, request: HttpRequest, queryset: QuerySet[Gpu]) -> None:

@@ -165,7 +165,7 @@ AUTH_PASSWORD_VALIDATORS = [
     {"NAME": "django.contrib.auth.password_validation.NumericPasswordValidator"},
 ]
 LOGIN_URL = "account_login"
-LOGIN_REDIRECT_URL = "portal:dashboard"
+LOGIN_REDIRECT_URL = "home"
 
 # allauth: email sign-in, mandatory verification, MFA (TOTP + recovery codes), rate limits.
 ACCOUNT_LOGIN_METHODS = {"email"}

@@ -14,7 +14,7 @@ admin.site.site_header = "GPU portal operations"
 admin.site.site_title = "GPU portal admin"
 
 urlpatterns = [
-    path("", views.dashboard, name="home"),
+    path("", views.home, name="home"),
     path("", include(("portal.page_urls", "portal"), namespace="portal")),
     path("admin/", admin.site.urls),
     path("accounts/", include("allauth.urls")),

@@ -105,3 +105,12 @@ def test_nodes_api_lists_inventory(world: World, node: Node) -> None:
     body = api_client(world.member).get("/api/v1/nodes/").json()
     assert body["results"][0]["name"] == "gpu-node-3"
     assert len(body["results"][0]["gpus"]) == 2
+
+
+def test_mirrored_nodes_and_gpus_cannot_be_deleted_from_the_admin(world: World, node: Node) -> None:
+    gpu = Gpu.objects.filter(node=node).first() or make_gpus(node, 1)[0]
+    client = session_client(world.admin)
+    assert client.get(f"/admin/gpu/node/{node.pk}/delete/").status_code == 403
+    assert client.get(f"/admin/gpu/gpu/{gpu.pk}/delete/").status_code == 403
+    assert "deletelink" not in client.get(f"/admin/gpu/node/{node.pk}/change/").content.decode()
+    assert Node.objects.filter(pk=node.pk).exists()
