@@ -10,8 +10,9 @@ from django.db.models.functions import Coalesce
 from django.http import Http404
 from django.utils import timezone
 
+from accounts.choices import Role
 from accounts.models import Project, Quota, User
-from accounts.selectors import project_list
+from accounts.selectors import is_operator, project_list, project_role
 from workloads.choices import ACTIVE_STATES, TERMINAL_STATES, JobState
 from workloads.k8s.reconcilers.namespace import Tenant
 from workloads.messages import QueueSummary, queue_summary_of
@@ -39,6 +40,15 @@ def job_get(*, user: User, uid: Any) -> Job:
     if job is None:
         raise Http404("No such job.")
     return job
+
+
+def can_act_on_job(*, user: User, job: Job) -> bool:
+    """Cancel or rerun: operators and the project's managers on every job, members on their own,
+    viewers never. The same answer for pages, API, CLI."""
+    if is_operator(user):
+        return True
+    role = project_role(user=user, project=job.project)
+    return role == Role.MANAGER or (role == Role.MEMBER and job.owner_id == user.pk)
 
 
 def job_id_of(*, uid: str) -> int | None:

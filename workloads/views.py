@@ -68,7 +68,7 @@ def job_submit(request: HttpRequest) -> HttpResponse:
 def job_detail(request: HttpRequest, uid: str) -> HttpResponse:
     user = _user(request)
     job = selectors.job_get(user=user, uid=uid)
-    can_act = can_submit(user=user, project=job.project)
+    can_act = selectors.can_act_on_job(user=user, job=job)
     context = {"job": job, "events": selectors.job_events(job=job), "can_act": can_act}
     return render(request, "workloads/job_detail.html", context)
 

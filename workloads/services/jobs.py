@@ -19,6 +19,7 @@ from accounts.selectors import can_submit
 from workloads import app_settings
 from workloads.choices import EventKind, JobState
 from workloads.models import ImageRule, Job, JobEvent, JobTemplate, ProjectVolume
+from workloads.selectors import can_act_on_job
 from workloads.services.publisher import outbox_write
 from workloads.services.transitions import job_transition
 from workloads.spec import JobSpec, SpecLimits, parse_spec
@@ -45,6 +46,13 @@ def spec_limits(*, project: Project) -> SpecLimits:
 def require_submitter(*, actor: User, project: Project) -> None:
     if not can_submit(user=actor, project=project):
         raise PermissionDenied("Viewers can read this project's jobs but not submit or cancel them.")
+
+
+def require_job_actor(*, actor: User, job: Job) -> None:
+    if not can_act_on_job(user=actor, job=job):
+        raise PermissionDenied(
+            "Members cancel and rerun their own jobs; a manager of the project can act on anyone's."
+        )
 
 
 def job_submit(
@@ -92,13 +100,14 @@ def job_rerun(*, actor: User, job: Job, edits: Any = None, request: HttpRequest 
     """A new job from an old one's spec, with an optional partial spec of edits on top."""
     if edits is not None and not isinstance(edits, dict):
         raise ValidationError({"non_field_errors": ["Edits must be a JSON object of spec fields."]})
+    require_job_actor(actor=actor, job=job)
     data = {**job_spec_request(job), **(edits or {})}
     return job_submit(actor=actor, project=job.project, data=data, rerun_of=job, request=request)
 
 
 def job_cancel(*, actor: User, job: Job, request: HttpRequest | None = None) -> Job:
     """Cancel: the row moves at once; the reconciler deletes the cluster Job (background propagation)."""
-    require_submitter(actor=actor, project=job.project)
+    require_job_actor(actor=actor, job=job)
     if job.is_terminal:
         raise ValidationError({"state": [f"The job already ended ({job.state})."]})
     with transaction.atomic():
