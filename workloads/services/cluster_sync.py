@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import logging
 import re
+from datetime import datetime
 from typing import Any
 
 import orjson
@@ -40,7 +41,7 @@ from workloads.k8s.reconcilers.namespace import reconcile_namespace, reconcile_q
 from workloads.k8s.status import Observation, observe
 from workloads.models import Job, JobEvent, OrphanReport
 from workloads.selectors import jobs_needing_reconcile, namespace_tenant, project_claims
-from workloads.services.publisher import enqueue_reconcile, outbox_done
+from workloads.services.publisher import enqueue_reconcile, outbox_done, outbox_seen
 from workloads.services.transitions import job_note, job_transition
 
 log = logging.getLogger(__name__)
@@ -66,19 +67,20 @@ def job_reconcile(*, job_id: int, client: KubeClient) -> None:
 
 def job_sync(*, job: Job, client: KubeClient) -> None:
     """Converge one job as loaded (the steps are in the module docstring)."""
+    seen = outbox_seen(job.pk)  # the request this run answers; one written meanwhile stays
     r = JobReconciler(job, client, claims=project_claims(project=job.project))
     if job.state == JobState.CANCELLED:
-        _cancel(r)
+        _cancel(r, seen=seen)
         return
     current = r.current()
     if current is None and job.created_in_cluster_at is None and not job.is_terminal:
         _create(r)
         if Job.objects.filter(pk=job.pk, state=JobState.CANCELLED).exists():
-            _cancel(r, force=True)  # cancelled while we were creating: take it back
+            _cancel(r, seen=seen, force=True)  # cancelled while we were creating: take it back
             return
         current = r.current()
     elif current is None:
-        _missing(job)
+        _missing(job, seen=seen)
         return
     elif job.created_in_cluster_at is None:  # created by an attempt that died before recording it
         _mark_created(job)
@@ -90,7 +92,7 @@ def job_sync(*, job: Job, client: KubeClient) -> None:
             current = r.update(current, {})
         fault_point("after_suspend_patch")
     _observe(r, current)
-    outbox_done(job.pk)
+    outbox_done(job.pk, seen=seen)
 
 
 def _quota_first(r: JobReconciler) -> None:
@@ -127,13 +129,13 @@ def _observe(r: JobReconciler, current: Obj | None) -> None:
         capture_log(r)
 
 
-def _missing(job: Job) -> None:
+def _missing(job: Job, *, seen: datetime | None) -> None:
     if not job.is_terminal and not JobEvent.objects.filter(job=job, reason=UNKNOWN[:120]).exists():
         job_note(job=job, reason=UNKNOWN[:120], message=UNKNOWN)
-    outbox_done(job.pk)
+    outbox_done(job.pk, seen=seen)
 
 
-def _cancel(r: JobReconciler, *, force: bool = False) -> None:
+def _cancel(r: JobReconciler, *, seen: datetime | None, force: bool = False) -> None:
     job = r.owner
     if force or job.deleted_in_cluster_at is None:
         if job.pod_name and not job.log_captured:
@@ -141,7 +143,7 @@ def _cancel(r: JobReconciler, *, force: bool = False) -> None:
         r.delete()
         fault_point("after_delete")
         Job.objects.filter(pk=job.pk).update(deleted_in_cluster_at=timezone.now())
-    outbox_done(job.pk)
+    outbox_done(job.pk, seen=seen)
 
 
 def _apply_observation(job: Job, obs: Observation) -> None:

@@ -9,7 +9,7 @@ intent is still in `ReconcileOutbox` (written in the same transaction as the cha
 from __future__ import annotations
 
 import logging
-from datetime import timedelta
+from datetime import datetime, timedelta
 from typing import Any
 
 from celery import current_app
@@ -70,8 +70,17 @@ def outbox_write(job_id: int) -> None:
     transaction.on_commit(lambda: enqueue_reconcile(job_id))
 
 
-def outbox_done(job_id: int) -> None:
-    ReconcileOutbox.objects.filter(job_id=job_id).delete()
+def outbox_seen(job_id: int) -> datetime | None:
+    """When the pending request for this job was written (None: nothing pending). A reconcile reads
+    it before it starts, and clears only that much when it is done."""
+    return ReconcileOutbox.objects.filter(job_id=job_id).values_list("requested_at", flat=True).first()
+
+
+def outbox_done(job_id: int, *, seen: datetime | None) -> None:
+    """The reconcile that read `seen` is done: clear the request it saw, and keep one written since
+    (a cancel that arrived while it ran must still get its own reconcile)."""
+    if seen is not None:
+        ReconcileOutbox.objects.filter(job_id=job_id, requested_at__lte=seen).delete()
 
 
 def outbox_dispatch(limit: int = 500) -> int:

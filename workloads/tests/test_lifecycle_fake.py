@@ -162,3 +162,25 @@ def test_a_cancel_racing_the_create_leaves_no_cluster_job(jobs_world: World, fak
 
     job_sync(job=stale, client=fake_kube)  # the stale one creates, sees the cancel, deletes again
     assert paths.job("gp-alpha", job.k8s_name) not in fake_kube.objects
+
+
+def test_a_request_written_while_a_reconcile_runs_outlives_it(jobs_world: World, fake_kube: FakeKube) -> None:
+    """The reconcile clears only the request it saw: a cancel arriving mid-run keeps its outbox row,
+    so the cancel still reaches the cluster even if its own publish is lost."""
+    from workloads.services.cluster_sync import job_sync
+    from workloads.services.publisher import outbox_write
+
+    job = submit(jobs_world)
+    seen = ReconcileOutbox.objects.get(job=job).requested_at
+    real_create = fake_kube.create
+
+    def create_then_a_new_request(path: str, body: dict[str, Any], *, dry_run: bool = False) -> Any:
+        created = real_create(path, body, dry_run=dry_run)
+        outbox_write(job.pk)  # e.g. the user cancels while the Job is being created
+        return created
+
+    fake_kube.create = create_then_a_new_request  # type: ignore[method-assign]
+    job_sync(job=Job.objects.select_related("project").get(pk=job.pk), client=fake_kube)
+    row = ReconcileOutbox.objects.filter(job=job).first()
+    assert row is not None
+    assert row.requested_at > seen
