@@ -20,11 +20,11 @@ class JobState(models.TextChoices):
 TERMINAL_STATES = frozenset({JobState.SUCCEEDED, JobState.FAILED, JobState.CANCELLED})
 # States in which a job holds (or is about to hold) its GPUs; admission counts these.
 ACTIVE_STATES = frozenset({JobState.ADMITTED, JobState.RUNNING})
-# Forward-only transitions; anything else is refused by the compare-and-swap.
+# Forward-only transitions; anything else is refused by the compare-and-swap. A queued job only
+# leaves the queue through admission (or a cancel): a run the portal never admitted must not look
+# like a legitimate one, so queued -> running / succeeded / failed does not exist.
 ALLOWED_TRANSITIONS: dict[str, frozenset[str]] = {
-    JobState.QUEUED: frozenset(
-        {JobState.ADMITTED, JobState.RUNNING, JobState.CANCELLED, JobState.FAILED, JobState.SUCCEEDED}
-    ),
+    JobState.QUEUED: frozenset({JobState.ADMITTED, JobState.CANCELLED}),
     JobState.ADMITTED: frozenset(
         {JobState.RUNNING, JobState.SUCCEEDED, JobState.FAILED, JobState.CANCELLED, JobState.PREEMPTED}
     ),

@@ -85,14 +85,25 @@ def job_sync(*, job: Job, client: KubeClient) -> None:
     elif job.created_in_cluster_at is None:  # created by an attempt that died before recording it
         _mark_created(job)
     if current is not None and not job.is_terminal:
-        try:
-            r.reconcile(current, {})
-        except NeedsUpdate:
-            _quota_first(r)
-            current = r.update(current, {})
+        current = _suspend_as_now(r, current)
         fault_point("after_suspend_patch")
     _observe(r, current)
     outbox_done(job.pk, seen=seen)
+
+
+def _suspend_as_now(r: JobReconciler, current: Obj) -> Obj:
+    """(Un)suspend the Kubernetes Job as the job's state is now, not as it was when this run loaded it:
+    a preemption committed meanwhile must never be answered by un-suspending on reclaimed GPUs."""
+    state = Job.objects.filter(pk=r.owner.pk).values_list("state", flat=True).first()
+    if state is None:
+        return current
+    r.owner.state = state
+    try:
+        r.reconcile(current, {})
+    except NeedsUpdate:
+        _quota_first(r)
+        return r.update(current, {})
+    return current
 
 
 def _quota_first(r: JobReconciler) -> None:

@@ -184,3 +184,27 @@ def test_a_request_written_while_a_reconcile_runs_outlives_it(jobs_world: World,
     row = ReconcileOutbox.objects.filter(job=job).first()
     assert row is not None
     assert row.requested_at > seen
+
+
+def test_a_reconcile_that_loaded_an_admitted_job_does_not_unsuspend_it_after_a_preemption(
+    jobs_world: World, fake_kube: FakeKube
+) -> None:
+    from workloads.services.cluster_sync import job_sync
+
+    job = submit(jobs_world)
+    reconcile_job(job.pk)  # created, suspended
+    assert admission_pass() == [job.pk]
+    stale = Job.objects.select_related("project").get(pk=job.pk)  # loaded as admitted
+    Job.objects.filter(pk=job.pk).update(state=JobState.PREEMPTED)  # the preemption commits meanwhile
+    job_sync(job=stale, client=fake_kube)
+    assert fake_kube.objects[paths.job(job.namespace, job.k8s_name)]["spec"]["suspend"] is True
+
+
+@pytest.mark.parametrize("to", [JobState.RUNNING, JobState.SUCCEEDED, JobState.FAILED])
+def test_a_queued_job_leaves_the_queue_only_through_admission(jobs_world: World, to: JobState) -> None:
+    from workloads.services.transitions import job_transition
+
+    job = submit(jobs_world)
+    assert not job_transition(job=job, to=to, reason="pods seen without admission")
+    job.refresh_from_db()
+    assert job.state == JobState.QUEUED
