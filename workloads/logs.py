@@ -30,8 +30,11 @@ def _live(job: Job, follow: bool) -> Iterator[bytes]:
     if follow:
         for line in client.stream(path, query, timeout=3600):
             yield line + b"\n"
-    else:
-        yield client.read_bytes(path, query)
+        return
+    data, cut = client.read_tail(path, query, app_settings.log_tail_bytes())
+    if cut:
+        yield b"[earlier output dropped: only the end of the log is shown]\n"
+    yield data
 
 
 def log_lines(job: Job, *, follow: bool) -> Iterator[bytes]:

@@ -57,6 +57,10 @@ class KubeClient(Protocol):
     def astream(self, path: str, query: dict[str, str] | None = None) -> AsyncIterator[bytes]:
         """A long body (a followed log) as raw chunks, read on the event loop without a thread."""
 
+    def read_tail(self, path: str, query: dict[str, str] | None, limit: int) -> tuple[bytes, bool]:
+        """The last `limit` bytes of a body (a log), and whether anything before them was dropped;
+        read through a ring buffer, so memory stays bounded however long the body is."""
+
 
 def _load_api_client() -> k8s.ApiClient:
     path = getattr(settings, "GPUPORTAL_KUBECONFIG", "")
@@ -174,6 +178,21 @@ class RealKubeClient:
 
     def astream(self, path: str, query: dict[str, str] | None = None) -> AsyncIterator[bytes]:
         return aio.stream_chunks(self.api.configuration, path, dict(query or {}))
+
+    def read_tail(self, path: str, query: dict[str, str] | None, limit: int) -> tuple[bytes, bool]:
+        response = self._call("GET", path, query=query, timeout=(10, 300))
+        kept, cut = bytearray(), False
+        try:
+            for chunk in response.stream(64 * 1024, decode_content=True):
+                kept += chunk
+                if len(kept) > limit:
+                    del kept[: len(kept) - limit]
+                    cut = True
+        except (urllib3.exceptions.HTTPError, OSError) as exc:
+            raise K8sTransientError(0, f"read broken: {exc}") from exc
+        finally:
+            response.release_conn()
+        return bytes(kept), cut
 
 
 def _lines(response: urllib3.BaseHTTPResponse) -> Iterator[bytes]:

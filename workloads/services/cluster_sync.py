@@ -181,15 +181,13 @@ def capture_log(r: JobReconciler) -> None:
     text, truncated = "", False
     if job.pod_name:
         try:
-            data = r.log_bytes()
+            data, truncated = r.log_tail(app_settings.log_tail_bytes())
         except K8sError as exc:
             if exc.status not in (400, 404):  # the node may be back later: the sweep retries
                 log.warning("log of %s not readable yet: %s", job, exc)
                 return
             data = b""
-        limit = app_settings.log_tail_bytes()
-        truncated = len(data) > limit
-        text = data[-limit:].decode(errors="replace")
+        text = data.decode(errors="replace")
     Job.objects.filter(pk=job.pk).filter(Q(log_captured=False)).update(
         log_tail=text, log_truncated=truncated, log_captured=True
     )

@@ -85,6 +85,10 @@ class FakeKube:
             raise K8sError(404, "not found")
         yield self.logs[path]
 
+    def read_tail(self, path: str, query: dict[str, str] | None, limit: int) -> tuple[bytes, bool]:
+        data = self.read_bytes(path, query)
+        return data[-limit:], len(data) > limit
+
     def read_bytes(self, path: str, query: dict[str, str] | None = None) -> bytes:
         self.calls.append(("READ", path))
         if path not in self.logs:

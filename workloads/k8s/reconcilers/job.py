@@ -48,7 +48,8 @@ class JobReconciler(Reconciler[Job]):
         body = self.client.get(paths.pods(self.owner.namespace), {"labelSelector": selector})
         return list((body or {}).get("items") or [])
 
-    def log_bytes(self) -> bytes:
-        """The main container's log of the job's pod (raises K8sError: 400/404 when it has none)."""
+    def log_tail(self, limit: int) -> tuple[bytes, bool]:
+        """The last `limit` bytes of the main container's log and whether more came before them
+        (raises K8sError 400/404 when the pod has no log)."""
         path = paths.pod_log(self.owner.namespace, self.owner.pod_name)
-        return self.client.read_bytes(path, {"container": "main"})
+        return self.client.read_tail(path, {"container": "main"}, limit)
