@@ -7,4 +7,4 @@ class AccountsConfig(AppConfig):
     default_auto_field = "django.db.models.BigAutoField"
 
     def ready(self) -> None:
-        from accounts import checks  # noqa: F401 - registers the deployment checks
+        from accounts import checks, signals  # noqa: F401 - registers the deployment checks and receivers

@@ -17,6 +17,7 @@ from typing import Any, ClassVar
 from channels.db import database_sync_to_async
 from channels.generic.websocket import AsyncJsonWebsocketConsumer
 
+from accounts.live import RECHECK_S, still_active, user_group
 from accounts.models import User
 from gpu import app_settings, broadcast, metrics, selectors
 from gpu.messages import GpuFrame, GroupMessage, NodeStateMessage, SamplesMessage
@@ -46,8 +47,10 @@ class LiveGpuConsumer(AsyncJsonWebsocketConsumer):
             await self.close(code=CLOSE_UNAUTHORISED)
             return
         self.group = group
+        self.checked = time.monotonic()
         self.out = broadcast.Coalescer(app_settings.push_interval_s(), self._emit, asyncio.get_running_loop())
         await self.channel_layer.group_add(self.group, self.channel_name)
+        await self.channel_layer.group_add(user_group(user.pk), self.channel_name)
         await self.accept()
         # Not thread-sensitive: snapshots of many sockets connecting at once run in parallel instead of
         # queueing on the one shared sync thread (they only read, each thread has its own connection).
@@ -57,6 +60,21 @@ class LiveGpuConsumer(AsyncJsonWebsocketConsumer):
     async def disconnect(self, code: int) -> None:
         if self.group:
             await self.channel_layer.group_discard(self.group, self.channel_name)
+            await self.channel_layer.group_discard(user_group(self.user.pk), self.channel_name)
+
+    async def session_revoked(self, event: dict[str, Any]) -> None:
+        """The user's access changed: close; the page reconnects with what they may see now."""
+        await self.close(code=CLOSE_UNAUTHORISED)
+
+    async def _revoked(self) -> bool:
+        """Re-read the account now and then, in case a revocation message was lost."""
+        if time.monotonic() - self.checked < RECHECK_S:
+            return False
+        self.checked = time.monotonic()
+        if await database_sync_to_async(still_active, thread_sensitive=False)(self.user.pk):
+            return False
+        await self.close(code=CLOSE_UNAUTHORISED)
+        return True
 
     async def authorise(self) -> str | None:
         """The group to join, or None to refuse the socket."""
@@ -78,6 +96,8 @@ class LiveGpuConsumer(AsyncJsonWebsocketConsumer):
         self.out.offer("out", event)
 
     async def _emit(self, key: str, message: GroupMessage) -> None:
+        if await self._revoked():
+            return
         if message["sent_at"]:
             metrics.pushed(lag_s=time.time() - message["sent_at"])
         payload: dict[str, Any] = dict(message)

@@ -13,15 +13,19 @@ import asyncio
 import contextlib
 import logging
 import threading
+import time
 from collections.abc import AsyncGenerator, AsyncIterator
 
 from channels.db import database_sync_to_async
 
+from accounts.live import RECHECK_S
+from accounts.models import User
 from workloads import app_settings
 from workloads.k8s import paths
 from workloads.k8s.client import get_client
 from workloads.k8s.errors import K8sError
 from workloads.models import Job
+from workloads.selectors import job_list
 
 log = logging.getLogger(__name__)
 
@@ -65,6 +69,17 @@ def _kept_tail(job_id: int) -> bytes:
     return note + job.log_tail.encode()
 
 
+def _may_see(user_id: int, job_id: int) -> bool:
+    """Whether the follower may still read this job: still active, still in its project."""
+    user = User.objects.filter(pk=user_id, is_active=True).first()
+    return user is not None and job_list(user=user).filter(pk=job_id).exists()
+
+
+async def _allowed(user_id: int, job_id: int) -> bool:
+    allowed: bool = await database_sync_to_async(_may_see)(user_id, job_id)
+    return allowed
+
+
 async def _load(job_id: int) -> Job | None:
     job: Job | None = await database_sync_to_async(_job)(job_id)
     return job
@@ -78,18 +93,18 @@ async def _tail(job_id: int) -> bytes:
 async def follow(job_id: int, user_id: int) -> AsyncGenerator[bytes, None]:
     OPEN.enter(user_id)
     try:
-        async for chunk in _follow(job_id):
+        async for chunk in _follow(job_id, user_id):
             yield chunk
     finally:
         OPEN.leave(user_id)
 
 
-async def _follow(job_id: int) -> AsyncIterator[bytes]:
+async def _follow(job_id: int, user_id: int) -> AsyncIterator[bytes]:
     poll, idle_limit = app_settings.log_follow_poll_s(), app_settings.log_follow_idle_s()
     idle, told = 0.0, False
     while idle < idle_limit:
         job = await _load(job_id)
-        if job is None:
+        if job is None or not await _allowed(user_id, job_id):
             return
         if job.log_captured or (job.is_terminal and not job.pod_name):
             yield await _tail(job_id)
@@ -99,7 +114,7 @@ async def _follow(job_id: int) -> AsyncIterator[bytes]:
             told = True
         if job.pod_name:
             try:
-                async for chunk in _live(job, poll):
+                async for chunk in _live(job, user_id, poll):
                     yield chunk
                 return
             except K8sError as exc:
@@ -112,19 +127,24 @@ async def _follow(job_id: int) -> AsyncIterator[bytes]:
     yield b"\n[no output for a while: the stream ended; reload to follow again]\n"
 
 
-async def _live(job: Job, poll: float) -> AsyncIterator[bytes]:
-    """The pod's followed log; ends with the stream, or when the job ended or stayed silent."""
+async def _live(job: Job, user_id: int, poll: float) -> AsyncIterator[bytes]:
+    """The pod's followed log; ends with the stream, when the job ended or stayed silent, or when
+    the follower may no longer read it (deactivated, removed from the project)."""
     query = {"container": "main", "follow": "true"}
     chunks = get_client().astream(paths.pod_log(job.namespace, job.pod_name), query)
-    idle, idle_limit = 0.0, app_settings.log_follow_idle_s()
+    idle, idle_limit, checked = 0.0, app_settings.log_follow_idle_s(), time.monotonic()
     async for chunk in _ticks(chunks, poll):
         if chunk is not None:
+            if time.monotonic() - checked > RECHECK_S:
+                checked = time.monotonic()
+                if not await _allowed(user_id, job.pk):
+                    return
             idle = 0.0
             yield chunk
             continue
         idle += poll
         now = await _load(job.pk)
-        if now is None or now.is_terminal or idle >= idle_limit:
+        if now is None or now.is_terminal or idle >= idle_limit or not await _allowed(user_id, job.pk):
             return
 
 

@@ -10,6 +10,7 @@ import pytest
 from asgiref.sync import sync_to_async
 from django.test import override_settings
 
+from accounts.models import User
 from tests.fixtures.personas import World
 from workloads import log_follow
 from workloads.choices import JobState
@@ -62,3 +63,13 @@ async def test_a_stream_counts_for_its_user_until_it_is_closed(
         assert log_follow.OPEN.full(user)
         await stream.aclose()
         assert not log_follow.OPEN.full(user)
+
+
+@FAST
+async def test_a_followed_log_ends_when_its_reader_loses_access(jobs_world: World, fake_kube: Any) -> None:
+    job = await sync_to_async(_running_job)(jobs_world)
+    set_client(EndlessLog())
+    stream = log_follow.follow(job.pk, jobs_world.member.pk)
+    assert await anext(stream) == b"hello\n\n"
+    await sync_to_async(User.objects.filter(pk=jobs_world.member.pk).update)(is_active=False)
+    assert [chunk async for chunk in stream] == []
