@@ -292,6 +292,14 @@ class QueueSettings(models.Model):
     half_life_hours = models.FloatField(default=168.0, validators=[MinValueValidator(0.1)])
     borrowing_enabled = models.BooleanField(default=True)
     preemption_notice_s = models.PositiveIntegerField(default=300)
+    # Each queued job is a suspended Kubernetes Job and a row every admission cycle reads: a bound
+    # keeps one user (or a runaway script) from filling the cluster's etcd and slowing every cycle.
+    max_queued_per_user = models.PositiveIntegerField(
+        default=500, help_text="Queued jobs one user may have in one project; the next submit answers 429."
+    )
+    max_queued_per_project = models.PositiveIntegerField(
+        default=2000, help_text="Queued jobs one project may have; the next submit answers 429."
+    )
 
     class Meta:
         verbose_name = verbose_name_plural = "queue settings"

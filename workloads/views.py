@@ -56,6 +56,8 @@ def job_submit(request: HttpRequest) -> HttpResponse:
             job = services.job_submit(actor=user, project=project, data=form.spec(), request=request)
         except ValidationError as exc:
             _apply_errors(form, exc)
+        except services.QueueFull as exc:
+            form.add_error(None, str(exc))
         else:
             messages.success(request, f"Submitted {job.k8s_name}.")
             return redirect("workloads:detail", uid=job.uid)

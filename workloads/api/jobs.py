@@ -33,6 +33,11 @@ class TooManyLogStreams(exceptions.APIException):
     default_code = "too_many_log_streams"
 
 
+class QueueFullError(exceptions.APIException):
+    status_code = status.HTTP_429_TOO_MANY_REQUESTS
+    default_code = "queue_full"
+
+
 class QueueSummarySerializer(serializers.Serializer[Any]):
     position = serializers.IntegerField(allow_null=True)
     position_in_project = serializers.IntegerField(allow_null=True)
@@ -170,9 +175,12 @@ class JobViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, viewsets.Gene
     def create(self, request: Request) -> Response:
         body = _body(request)
         project = _project_for_create(request, body)
-        job = services.job_submit(
-            actor=request_user(request), project=project, data=body, request=request._request
-        )
+        try:
+            job = services.job_submit(
+                actor=request_user(request), project=project, data=body, request=request._request
+            )
+        except services.QueueFull as exc:
+            raise QueueFullError(str(exc)) from exc
         return Response(JobSerializer(job).data, status=status.HTTP_201_CREATED)
 
     @extend_schema(request=None, responses={200: JobSerializer})
@@ -191,9 +199,12 @@ class JobViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, viewsets.Gene
                 {"non_field_errors": ["Send a JSON object of spec fields to change, or {}."]}
             )
         edits = request.data if request.data else None
-        job = services.job_rerun(
-            actor=request_user(request), job=self.get_object(), edits=edits, request=request._request
-        )
+        try:
+            job = services.job_rerun(
+                actor=request_user(request), job=self.get_object(), edits=edits, request=request._request
+            )
+        except services.QueueFull as exc:
+            raise QueueFullError(str(exc)) from exc
         return Response(JobSerializer(job).data, status=status.HTTP_201_CREATED)
 
     @extend_schema(responses={200: JobEventSerializer(many=True)})

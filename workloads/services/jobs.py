@@ -18,7 +18,7 @@ from accounts.models import Project, Quota, User
 from accounts.selectors import can_submit
 from workloads import app_settings
 from workloads.choices import EventKind, JobState
-from workloads.models import ImageRule, Job, JobEvent, JobTemplate, ProjectVolume
+from workloads.models import ImageRule, Job, JobEvent, JobTemplate, ProjectVolume, QueueSettings
 from workloads.selectors import can_act_on_job
 from workloads.services.publisher import outbox_write
 from workloads.services.transitions import job_transition
@@ -55,6 +55,25 @@ def require_job_actor(*, actor: User, job: Job) -> None:
         )
 
 
+class QueueFull(Exception):
+    """The project, or the user in it, already has as many queued jobs as the operators allow."""
+
+
+def _require_queue_room(*, actor: User, project: Project) -> None:
+    limits = QueueSettings.load()
+    queued = Job.objects.filter(project=project, state=JobState.QUEUED)
+    if queued.filter(owner=actor).count() >= limits.max_queued_per_user:
+        raise QueueFull(
+            f"You already have {limits.max_queued_per_user} queued jobs in {project.slug}, the most "
+            "allowed; wait for some to start or cancel some, then submit again."
+        )
+    if queued.count() >= limits.max_queued_per_project:
+        raise QueueFull(
+            f"Project {project.slug} already has {limits.max_queued_per_project} queued jobs, the most "
+            "allowed; wait for some to start or cancel some, then submit again."
+        )
+
+
 def job_submit(
     *,
     actor: User,
@@ -66,6 +85,7 @@ def job_submit(
     """Validate the typed request, then save the job, its outbox row and its audit row at once."""
     require_submitter(actor=actor, project=project)
     spec = parse_spec(data, spec_limits(project=project))
+    _require_queue_room(actor=actor, project=project)
     return _job_create(actor=actor, project=project, spec=spec, rerun_of=rerun_of, request=request)
 
 

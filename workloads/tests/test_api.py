@@ -116,3 +116,21 @@ def test_templates_roundtrip(jobs_world: World) -> None:
     template_id = created.json()["id"]
     assert client.get("/api/v1/templates/?project=alpha").json()["count"] == 1
     assert client.delete(f"/api/v1/templates/{template_id}/").status_code == 204
+
+
+def test_queued_jobs_are_capped_per_user_and_per_project_with_a_clear_429(jobs_world: World) -> None:
+    from workloads.models import QueueSettings
+
+    QueueSettings.objects.update_or_create(
+        pk=1, defaults={"max_queued_per_user": 2, "max_queued_per_project": 3}
+    )
+    bob, alice = api_client(jobs_world.member), api_client(jobs_world.owner)
+    assert [create(bob).status_code for _ in range(2)] == [201, 201]
+    refused = create(bob)
+    assert refused.status_code == 429
+    assert "2 queued jobs" in refused.json()["error"]["message"]
+    assert create(alice).status_code == 201  # the cap is per user
+    full = create(alice)
+    assert full.status_code == 429
+    assert "Project alpha already has 3 queued jobs" in full.json()["error"]["message"]
+    assert Job.objects.filter(project=jobs_world.alpha).count() == 3  # nothing half-written
