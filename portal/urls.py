@@ -36,3 +36,6 @@ urlpatterns = [
     path("cluster/", include("gpu.urls")),
     path("metrics", gpu_metrics_view, name="metrics"),
 ]
+
+# A database outage answers 503 with a plain message (JSON under /api/) instead of a 500.
+handler500 = "portal.views.server_error"
