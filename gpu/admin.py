@@ -14,6 +14,8 @@ from django.contrib import admin, messages
 from django.contrib.admin.helpers import ActionForm
 from django.db.models import QuerySet
 from django.http import HttpRequest
+from django.utils.html import format_html_join
+from django.utils.safestring import mark_safe
 
 from accounts.admin import AuditedAdmin
 from accounts.models import User
@@ -24,10 +26,10 @@ from gpu.models import Gpu, GpuEvent, Node, NodeToken
 MIRRORED_NODE = (
     "name",
     "uid",
-    "labels",
-    "capacity",
-    "allocatable",
-    "conditions",
+    "labels_shown",
+    "capacity_shown",
+    "allocatable_shown",
+    "conditions_shown",
     "cordoned",
     "gpu_model",
     "gpu_count",
@@ -37,6 +39,11 @@ MIRRORED_NODE = (
     "deleted",
     "deleted_at",
 )
+
+
+def _pairs(values: dict[str, object]) -> str:
+    """`key: value` lines, sorted, escaped."""
+    return format_html_join(mark_safe("<br>"), "{}: {}", sorted(values.items())) or "-"
 
 
 def _actor(request: HttpRequest) -> User | None:
@@ -81,6 +88,7 @@ class NodeAdmin(AuditedAdmin):
     list_filter = ("cordoned", "deleted", "gpu_model")
     search_fields = ("name",)
     readonly_fields = (*MIRRORED_NODE, "desired_cordoned")
+    exclude = ("labels", "capacity", "allocatable", "conditions")  # shown read-only as lines instead
     inlines = (GpuInline,)
     actions = ("cordon", "uncordon", "create_agent_token")
 
@@ -93,6 +101,27 @@ class NodeAdmin(AuditedAdmin):
     @admin.display(boolean=True, description="Ready")
     def ready(self, obj: Node) -> bool:
         return obj.is_ready
+
+    # The mirrored JSON fields, shown as a reader would want them rather than as raw JSON.
+    @admin.display(description="Labels")
+    def labels_shown(self, obj: Node) -> str:
+        return _pairs(obj.labels)
+
+    @admin.display(description="Capacity")
+    def capacity_shown(self, obj: Node) -> str:
+        return _pairs(obj.capacity)
+
+    @admin.display(description="Allocatable")
+    def allocatable_shown(self, obj: Node) -> str:
+        return _pairs(obj.allocatable)
+
+    @admin.display(description="Conditions")
+    def conditions_shown(self, obj: Node) -> str:
+        rows = [
+            (c.get("type", ""), c.get("status", ""), c.get("reason") or "", c.get("message") or "")
+            for c in obj.conditions
+        ]
+        return format_html_join(mark_safe("<br>"), "{}: {} {} {}", rows) or "-"
 
     @admin.action(description="Cordon selected nodes (no new pods)")
     def cordon(self, request: HttpRequest, queryset: QuerySet[Node]) -> None:

@@ -114,3 +114,19 @@ def test_mirrored_nodes_and_gpus_cannot_be_deleted_from_the_admin(world: World, 
     assert client.get(f"/admin/gpu/gpu/{gpu.pk}/delete/").status_code == 403
     assert "deletelink" not in client.get(f"/admin/gpu/node/{node.pk}/change/").content.decode()
     assert Node.objects.filter(pk=node.pk).exists()
+
+
+def test_the_node_admin_shows_labels_capacity_and_conditions_as_lines_not_json(
+    world: World, node: Node
+) -> None:
+    Node.objects.filter(pk=node.pk).update(
+        labels={"nvidia.com/gpu.product": "NVIDIA-GeForce-RTX-5090", "type": "kwok"},
+        capacity={"nvidia.com/gpu": "4"},
+        conditions=[{"type": "Ready", "status": "True", "reason": "KubeletReady", "message": "ok"}],
+    )
+    page = session_client(world.admin).get(f"/admin/gpu/node/{node.pk}/change/").content.decode()
+    assert "nvidia.com/gpu.product: NVIDIA-GeForce-RTX-5090<br>type: kwok" in page
+    assert "nvidia.com/gpu: 4" in page
+    assert "Ready: True KubeletReady ok" in page
+    assert "{&quot;type&quot;: &quot;kwok&quot;" not in page
+    assert '{"type": "kwok"' not in page
