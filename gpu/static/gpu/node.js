@@ -1,8 +1,9 @@
-/* A node page: per GPU, the last 15 minutes (from the page) plus live frames, in Chart.js charts. */
+/* A node page: per GPU, the last 15 minutes (from the page) plus live frames, in Chart.js charts.
+   Without Chart.js (blocked, failed to load) the numbers still update live; only the charts are gone. */
 (function () {
   "use strict";
   var root = document.querySelector("[data-gpu-node]");
-  if (!root || !window.GpuLive || !window.Chart) { return; }
+  if (!root || !window.GpuLive) { return; }
   var MAX_POINTS = 900;
   var charts = {};
   var statusLine = document.querySelector("[data-gpu-status]");
@@ -11,7 +12,7 @@
 
   function makeChart(uuid) {
     var canvas = root.querySelector("canvas[data-uuid='" + uuid + "']");
-    if (!canvas) { return null; }
+    if (!canvas || !window.Chart) { return null; }
     return new window.Chart(canvas, {
       type: "line",
       data: { labels: [], datasets: [
