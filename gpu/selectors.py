@@ -11,6 +11,7 @@ from django.utils import timezone
 
 from accounts.models import Project, User
 from accounts.selectors import is_operator
+from gpu.choices import SharingMode
 from gpu.messages import GpuFrame, ProcessFrame
 from gpu.models import Gpu, GpuEvent, GpuSample, Node
 
@@ -112,3 +113,12 @@ def plugin_config(*, node: Node | None = None) -> dict[str, Any]:
     if node is not None:
         gpus = gpus.filter(node=node)
     return {"gpus": {gpu.uuid: gpu.plugin_entry for gpu in gpus}}
+
+
+def shared_slices_by_node() -> dict[str, list[int]]:
+    """Node name -> the slice count of each of its shared GPUs (index order), as operators set them."""
+    out: dict[str, list[int]] = {}
+    shared = gpu_list().filter(sharing_mode=SharingMode.SHARED).order_by("node__name", "index")
+    for name, slices in shared.values_list("node__name", "slices"):
+        out.setdefault(name, []).append(int(slices))
+    return out

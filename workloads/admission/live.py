@@ -78,13 +78,22 @@ def _used(pods: Iterable[Obj], resource: str) -> dict[str, int]:
     return used
 
 
-def _shared(allocatable: int, used: int, per_gpu: int) -> tuple[SharedGpu, ...]:
+def _shared(allocatable: int, used: int, sizes: list[int]) -> tuple[SharedGpu, ...]:
+    """The node's shared GPUs with their slice counts, filled in index order by the slices in use."""
     out = []
-    for index in range(allocatable // max(1, per_gpu)):
-        take = min(per_gpu, used)
+    for index, size in enumerate(sizes):
+        take = min(size, used)
         used -= take
-        out.append(SharedGpu(index=index, free_slices=per_gpu - take, total_slices=per_gpu))
+        out.append(SharedGpu(index=index, free_slices=size - take, total_slices=size))
     return tuple(out)
+
+
+def _slice_sizes(allocatable: int, per_gpu: int, planned: list[int] | None) -> list[int]:
+    """Each shared GPU's slices: as operators set them per GPU when that plan adds up to what the
+    node advertises, else the cluster-wide default for every shared GPU."""
+    if planned and sum(planned) == allocatable:
+        return planned
+    return [per_gpu] * (allocatable // max(1, per_gpu))
 
 
 def _schedulable(node: Obj) -> bool:
@@ -95,9 +104,14 @@ def _schedulable(node: Obj) -> bool:
 
 
 def node_states(
-    cluster: LiveCluster, *, reserved: Mapping[str, tuple[int, int]], slices_per_gpu: int
+    cluster: LiveCluster,
+    *,
+    reserved: Mapping[str, tuple[int, int]],
+    slices_per_gpu: int,
+    slice_plan: Mapping[str, list[int]] | None = None,
 ) -> tuple[NodeState, ...]:
-    """`reserved`: node -> (gpus, slices) of admitted portal jobs whose pods are not bound yet."""
+    """`reserved`: node -> (gpus, slices) of admitted portal jobs whose pods are not bound yet.
+    `slice_plan`: node -> slices of each shared GPU, as set per GPU in the admin."""
     gpus_used, slices_used = _used(cluster.pods, GPU_RESOURCE), _used(cluster.pods, SHARED_RESOURCE)
     out = []
     for node in cluster.nodes:
@@ -106,9 +120,9 @@ def node_states(
         total = int(alloc.get(GPU_RESOURCE) or 0)
         res_gpus, res_slices = reserved.get(name, (0, 0))
         free = max(0, total - gpus_used.get(name, 0) - res_gpus)
-        shared = _shared(
-            int(alloc.get(SHARED_RESOURCE) or 0), slices_used.get(name, 0) + res_slices, slices_per_gpu
-        )
+        advertised = int(alloc.get(SHARED_RESOURCE) or 0)
+        sizes = _slice_sizes(advertised, slices_per_gpu, (slice_plan or {}).get(name))
+        shared = _shared(advertised, slices_used.get(name, 0) + res_slices, sizes)
         if not total and not shared:
             continue
         gpu_type = _labels(node).get(GPU_PRODUCT_LABEL, "")

@@ -10,6 +10,7 @@ from datetime import datetime
 
 from accounts.models import GpuTypeLimit, Quota
 from accounts.models import UserCap as UserCapRow
+from gpu import selectors as gpu_selectors
 from workloads import app_settings
 from workloads.accounting import expected_runtimes, fair_share_usage
 from workloads.admission.live import LiveCluster, node_states
@@ -137,7 +138,10 @@ def cluster_state(*, now: datetime, live: LiveCluster) -> ClusterState:
     pending = list(qs.filter(state=JobState.QUEUED).order_by("submitted_at", "id"))
     active = list(qs.filter(state__in=ACTIVE_STATES))
     nodes = node_states(
-        live, reserved=_reserved(active, live.bound_job_uids()), slices_per_gpu=settings.slices_per_gpu
+        live,
+        reserved=_reserved(active, live.bound_job_uids()),
+        slices_per_gpu=settings.slices_per_gpu,
+        slice_plan=gpu_selectors.shared_slices_by_node(),
     )
     return ClusterState(
         pending=tuple(pending_of(j) for j in pending),
