@@ -23,6 +23,7 @@ from pathlib import Path
 import orjson
 
 import portal.localcluster.paths as paths
+from plugin.names import SHARING_CONFIG_NAMESPACE
 from portal.localcluster.config import write_config
 from portal.localcluster.kubeapi import KubeApi, KubeApiError
 from portal.localcluster.nodes import GpuNodeSpec, create_nodes, wait_nodes_ready
@@ -218,6 +219,9 @@ def _add_nodes(
     api = KubeApi(kubeconfig)
     try:
         wait_api_ready(api, timeout)
+        # The namespace of the GPU sharing ConfigMap, which the Helm chart makes on a real cluster:
+        # without it every sharing change from the admin fails on a fresh local cluster.
+        api.create("/api/v1/namespaces", {"metadata": {"name": SHARING_CONFIG_NAMESPACE}})
         names = create_nodes(api, count, spec)
         wait_nodes_ready(api, names, timeout)
         return names
