@@ -12,4 +12,5 @@ pytestmark = pytest.mark.cluster
 
 def test_the_sharing_configmap_namespace_exists(kube_api: client.ApiClient) -> None:
     namespace = client.CoreV1Api(kube_api).read_namespace(SHARING_CONFIG_NAMESPACE)
+    assert namespace.status is not None
     assert namespace.status.phase == "Active"
