@@ -100,6 +100,12 @@ def test_t13_concurrent_submits_never_exceed_the_quota(cluster_world: World, kub
     peaks: list[int] = []
     reconcile_namespace(world.alpha.pk)
 
+    def room_for_the_quota() -> bool:  # earlier tests' pods (fill pods, cancelled jobs) may still be going
+        states = node_states(live_cluster(kube), reserved={}, slices_per_gpu=4)
+        return sum(n.free_gpus for n in states if n.schedulable) >= 8
+
+    wait_for(room_for_the_quota, 120, "8 free GPUs in the cluster")
+
     def submits() -> None:
         for _ in range(25):
             services.job_submit(actor=world.member, project=world.alpha, data=SPEC)
