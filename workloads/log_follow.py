@@ -61,12 +61,15 @@ def _job(job_id: int) -> Job | None:
     return Job.objects.select_related("project").defer("log_tail").filter(pk=job_id).first()
 
 
-def _kept_tail(job_id: int) -> bytes:
-    job = Job.objects.filter(pk=job_id).only("log_tail", "log_truncated").first()
-    if job is None:
-        return b""
+def kept_tail(job: Job) -> bytes:
+    """The end of the log kept in the row, saying so when the start was dropped."""
     note = b"[earlier output dropped: only the end of the log is kept]\n" if job.log_truncated else b""
     return note + job.log_tail.encode()
+
+
+def _kept_tail(job_id: int) -> bytes:
+    job = Job.objects.filter(pk=job_id).only("log_tail", "log_truncated").first()
+    return kept_tail(job) if job is not None else b""
 
 
 def _may_see(user_id: int, job_id: int) -> bool:

@@ -40,9 +40,7 @@ def _live(job: Job, follow: bool) -> Iterator[bytes]:
 def log_lines(job: Job, *, follow: bool) -> Iterator[bytes]:
     """The pod's log while it exists; afterwards (or when the pod is gone) the kept tail."""
     if job.log_captured or not job.pod_name:
-        if job.log_truncated:
-            yield b"[earlier output dropped: only the end of the log is kept]\n"
-        yield job.log_tail.encode()
+        yield log_follow.kept_tail(job)
         return
     try:
         yield from _live(job, follow)
