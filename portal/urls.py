@@ -32,7 +32,6 @@ urlpatterns = [
         name="api-docs",
     ),
     re_path(r"^api/(?P<path>.*)$", api_not_found),
-    path("healthz", views.healthz, name="healthz"),
     path("cluster/", include("gpu.urls")),
     path("metrics", gpu_metrics_view, name="metrics"),
 ]

@@ -27,10 +27,6 @@ def dashboard(request: HttpRequest) -> HttpResponse:
     return render(request, "portal/dashboard.html", {"projects": projects})
 
 
-def healthz(request: HttpRequest) -> HttpResponse:
-    return JsonResponse({"ok": True})
-
-
 DATABASE_DOWN = (
     "The portal's database cannot be reached right now. Running jobs go on in the cluster and "
     "nothing you sent was half-saved; try again in a minute."

@@ -8,6 +8,7 @@ SV="0.${KV#1.}"                         # its staging modules: v1.36.3 -> v0.36.
 MINOR="$(echo "$KV" | cut -d. -f2)"
 ETCD="${ETCD_VERSION:-3.6.8}"
 KWOK="${KWOK_VERSION:-0.8.0}"
+HELM="${HELM_VERSION:-3.22.0}"           # helm, for the chart (deploy/helm/gpu-portal)
 CACHE_ROOT="${GPUPORTAL_CACHE:-$HOME/.cache/gpuportal}"
 K8S_CACHE="$CACHE_ROOT/k8s-$KV-etcd-$ETCD-kwok-$KWOK"
 BIN="$K8S_CACHE/bin"
@@ -33,13 +34,19 @@ run_step() {
 
 missing() {
   local b
-  for b in kube-apiserver kube-controller-manager kube-scheduler etcd kwok kwokctl kubectl; do
+  for b in kube-apiserver kube-controller-manager kube-scheduler etcd kwok kwokctl kubectl helm; do
     [ -x "$BIN/$b" ] || printf '%s ' "$b"
   done
 }
 
+# A stamp, not `helm version`: it also records the link-time Kubernetes version below.
+HELM_STAMP="$HELM-k8s1.37"
+helm_ok() {
+  [ -x "$BIN/helm" ] && [ "$(cat "$BIN/.helm-stamp" 2>/dev/null)" = "$HELM_STAMP" ]
+}
+
 have_all() {
-  [ -z "$(missing)" ] && "$BIN/kube-apiserver" --version 2>/dev/null | grep -q "Kubernetes v$KV"
+  [ -z "$(missing)" ] && helm_ok && "$BIN/kube-apiserver" --version 2>/dev/null | grep -q "Kubernetes v$KV"
 }
 
 if have_all; then
@@ -97,12 +104,30 @@ build_k8s() {
     k8s.io/kubernetes/cmd/kube-scheduler k8s.io/kubernetes/cmd/kubectl
 }
 
+# Its own module graph (helm pins its own client-go), so `go install` rather than the consumer module.
+# The Kubernetes version helm assumes offline (`helm template`, lint) is set at link time, as
+# helm's own Makefile does from its client-go (v0.37 -> 1.37); unset, it would be 1.20.
+build_helm() {
+  local ldf="-s -w -X helm.sh/helm/v3/internal/version.version=v$HELM" pkg
+  for pkg in helm.sh/helm/v3/pkg/lint/rules helm.sh/helm/v3/pkg/chartutil; do
+    ldf="$ldf -X $pkg.k8sVersionMajor=1 -X $pkg.k8sVersionMinor=37"
+  done
+  GOBIN="$BIN" go install -trimpath -ldflags "$ldf" "helm.sh/helm/v3/cmd/helm@v$HELM"
+  echo "$HELM_STAMP" > "$BIN/.helm-stamp"
+}
+
 build_etcd() {
   cd "$BUILD"
   go build -trimpath -ldflags "-s -w" -o "$BIN/etcd" go.etcd.io/etcd/server/v3
 }
 
 [ -x "$BIN/kwokctl" ] && [ -x "$BIN/kwok" ] || run_step "building kwok v$KWOK" build_kwok
+helm_ok || run_step "building helm v$HELM" build_helm
+if [ -x "$BIN/kube-apiserver" ] && have_all; then
+  say "built into $BIN"
+  echo "$BIN"
+  exit 0
+fi
 run_step "preparing the consumer module for Kubernetes v$KV" consumer_module
 [ -x "$BIN/etcd" ] || run_step "building etcd v$ETCD" build_etcd
 run_step "building kube-apiserver, controller-manager, scheduler, kubectl v$KV (cold: ~20-40 min on 2 cores)" build_k8s
