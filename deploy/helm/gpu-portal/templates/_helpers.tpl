@@ -51,7 +51,8 @@ helm.sh/chart: {{ printf "%s-%s" .root.Chart.Name .root.Chart.Version | replace 
 {{/* Who the provisioner binds in each tenant namespace, as the portal reads it (JSON). */}}
 {{- define "gp.tenantBindings" -}}
 {{- $ns := .Release.Namespace -}}
-{{- $write := list (printf "%s:%s" $ns (include "gp.sa" (dict "root" . "name" "worker"))) (printf "%s:%s" $ns (include "gp.sa" (dict "root" . "name" "controller"))) -}}
+{{- /* The controller only watches and holds its Lease: the worker alone writes Jobs. */ -}}
+{{- $write := list (printf "%s:%s" $ns (include "gp.sa" (dict "root" . "name" "worker"))) -}}
 {{- $read := list (printf "%s:%s" $ns (include "gp.sa" (dict "root" . "name" "web"))) -}}
 {{- dict (include "gp.tenantRole" .) $write (include "gp.tenantReadRole" .) $read | toJson -}}
 {{- end -}}
@@ -139,7 +140,7 @@ capabilities:
   value: provision
 - name: GPUPORTAL_AGENT_SERVICE_ACCOUNTS
   value: {{ printf "%s:%s" (include "gp.nodeNamespace" .) (include "gp.sa" (dict "root" . "name" "node")) | quote }}
-- name: GPUPORTAL_AGENT_AUDIENCE
+- name: GPUPORTAL_AGENT_TOKEN_AUDIENCE
   value: {{ .Values.node.tokenAudience | quote }}
 - name: GPUPORTAL_VAR_DIR
   value: /tmp/gpu-portal

@@ -1,0 +1,157 @@
+"""T04 on the installed release: each ServiceAccount's `kubectl auth can-i --list` equals its
+reviewed golden file, the forbidden checks all answer no, and the admission policy keeps the
+namespace provisioner inside the tenant prefix and the restricted profile.
+
+Set GPUPORTAL_UPDATE_GOLDEN=1 to rewrite the golden files; review the diff before committing."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+from pathlib import Path
+
+import pytest
+
+from accounts.models import Project, Quota
+from tests.helm.chart import JSON, Kube
+from tests.helm.release import RELEASE, Release
+from workloads.k8s import builders
+
+pytestmark = pytest.mark.cluster
+GOLDEN = Path(__file__).parent / "golden"
+IDENTITIES = ["web", "worker", "controller", "provisioner", "beat", "node"]
+TENANT = Project(slug="t04rbac", name="T04")
+TENANT_QUOTA = Quota(gpus=2)
+FORBIDDEN = [
+    ("get", "secrets"), ("list", "secrets"), ("watch", "secrets"),
+    ("create", "pods/exec"), ("create", "pods/attach"), ("create", "pods/portforward"),
+    ("get", "nodes/proxy"), ("create", "nodes/proxy"), ("create", "pods"),
+    ("impersonate", "users"), ("impersonate", "groups"), ("impersonate", "serviceaccounts"),
+    ("escalate", "clusterroles"), ("escalate", "roles"), ("bind", "clusterroles/cluster-admin"),
+    ("create", "clusterrolebindings"), ("create", "serviceaccounts/token"),
+    ("patch", "validatingadmissionpolicies"), ("delete", "validatingadmissionpolicybindings"),
+    ("create", "customresourcedefinitions"), ("delete", "namespaces"), ("*", "*"),
+]  # fmt: skip
+
+
+def user(release: Release, identity: str) -> str:
+    namespace = release.node_namespace if identity == "node" else release.namespace
+    return f"system:serviceaccount:{namespace}:{RELEASE}-{identity}"
+
+
+def tenant_bindings(release: Release) -> dict[str, list[tuple[str, str]]]:
+    """The bindings the chart hands the portal (GPUPORTAL_TENANT_ROLE_BINDINGS of the web pods)."""
+    web = release.kube.get("deployment", f"{RELEASE}-web", "-n", release.namespace)
+    env = {e["name"]: e.get("value") for e in web["spec"]["template"]["spec"]["containers"][0]["env"]}
+    raw: dict[str, list[str]] = json.loads(env["GPUPORTAL_TENANT_ROLE_BINDINGS"])
+    return {role: [(s.split(":")[0], s.split(":")[1]) for s in refs] for role, refs in raw.items()}
+
+
+def as_provisioner(release: Release, doc: JSON, *, check: bool = True) -> str:
+    return release.kube.kubectl("apply", "--server-side", "--field-manager", "gpu-portal", "-f", "-",
+                                f"--as={user(release, 'provisioner')}", stdin=json.dumps(doc), check=check)  # fmt: skip
+
+
+@pytest.fixture(scope="module")
+def tenant(release: Release) -> str:
+    """A tenant namespace made the portal's way: its own builders, applied as the provisioner."""
+    for doc in [
+        builders.build_namespace(TENANT),
+        *builders.build_tenant_role_bindings(TENANT, tenant_bindings(release)),
+    ]:
+        as_provisioner(release, doc)
+    return TENANT.namespace
+
+
+def can_i_list(kube: Kube, who: str, namespace: str) -> list[str]:
+    out = kube.kubectl("auth", "can-i", "--list", f"--as={who}", "-n", namespace)
+    lines = [_normal(line) for line in out.splitlines()]
+    return [lines[0], *sorted(set(lines[1:]))]
+
+
+def _normal(line: str) -> str:
+    """One row with single spacing, the release's names generic and the verbs sorted (kubectl
+    merges rules in no fixed order)."""
+    line = re.sub(r"\s{2,}", "  ", line.strip()).replace(RELEASE + "-", "<release>-")
+    return re.sub(r"\[([a-z* ]+)\]$", lambda m: "[" + " ".join(sorted(m.group(1).split())) + "]", line)
+
+
+@pytest.mark.parametrize("identity", IDENTITIES)
+def test_the_verb_list_equals_the_reviewed_golden_file(release: Release, tenant: str, identity: str) -> None:
+    sections = {"release namespace": release.namespace, "node namespace": release.node_namespace,
+                "tenant namespace": tenant}  # fmt: skip
+    got = "".join(
+        f"## {label}\n" + "\n".join(can_i_list(release.kube, user(release, identity), ns)) + "\n"
+        for label, ns in sections.items()
+    )
+    path = GOLDEN / f"{identity}.txt"
+    if os.environ.get("GPUPORTAL_UPDATE_GOLDEN") == "1":
+        path.parent.mkdir(exist_ok=True)
+        path.write_text(got)
+    assert got == path.read_text(), f"{identity}'s permissions changed; review and update {path}"
+
+
+SUBRESOURCES = {"exec", "attach", "portforward", "proxy", "token", "log"}
+
+
+def can_i(kube: Kube, who: str, verb: str, resource: str, namespace: str) -> str:
+    # `can-i get nodes/proxy` asks about a node *named* proxy; a subresource needs --subresource.
+    kind, _, sub = resource.partition("/")
+    args = [kind, f"--subresource={sub}"] if sub in SUBRESOURCES else [resource]
+    out = kube.kubectl("auth", "can-i", verb, *args, f"--as={who}", "-n", namespace, check=False)
+    return out.strip().splitlines()[0]
+
+
+@pytest.mark.parametrize("identity", IDENTITIES)
+def test_every_forbidden_check_answers_no(release: Release, tenant: str, identity: str) -> None:
+    namespaces = [tenant, release.namespace, release.node_namespace, "kube-system", "default"]
+    answers = {(verb, res, ns): can_i(release.kube, user(release, identity), verb, res, ns)
+               for verb, res in FORBIDDEN for ns in namespaces}  # fmt: skip
+    assert {k: v for k, v in answers.items() if v != "no"} == {}
+    if identity != "provisioner":  # only the provisioner writes namespaces
+        assert can_i(release.kube, user(release, identity), "patch", "namespaces", "default") == "no"
+
+
+def test_the_tenant_bindings_grant_job_writes_inside_the_tenant_only(release: Release, tenant: str) -> None:
+    worker = user(release, "worker")
+    assert can_i(release.kube, worker, "create", "jobs.batch", tenant) == "yes"
+    assert can_i(release.kube, worker, "create", "jobs.batch", "default") == "no"
+    assert can_i(release.kube, user(release, "web"), "get", "pods/log", tenant) == "yes"
+    assert can_i(release.kube, user(release, "web"), "get", "pods/log", "default") == "no"
+    assert can_i(release.kube, user(release, "web"), "create", "jobs.batch", tenant) == "no"
+
+
+def test_the_policy_refuses_relabelling_a_foreign_namespace(release: Release, tenant: str) -> None:
+    foreign = {"apiVersion": "v1", "kind": "Namespace",
+               "metadata": {"name": "default", "labels": {"pod-security.kubernetes.io/enforce": "privileged"}}}  # fmt: skip
+    out = as_provisioner(release, foreign, check=False)
+    assert "the namespace provisioner writes only namespaces named gp-*, not default" in out
+    labels = release.kube.get("namespace", "default")["metadata"].get("labels", {})
+    assert "pod-security.kubernetes.io/enforce" not in labels
+
+
+def test_the_policy_refuses_a_privileged_tenant(release: Release, tenant: str) -> None:
+    doc = builders.build_namespace(TENANT)
+    doc["metadata"]["labels"]["pod-security.kubernetes.io/enforce"] = "privileged"
+    out = as_provisioner(release, doc, check=False)
+    assert "tenant namespaces keep the restricted Pod Security profile" in out
+    labels = release.kube.get("namespace", tenant)["metadata"]["labels"]
+    assert labels["pod-security.kubernetes.io/enforce"] == "restricted"
+
+
+def test_the_policy_refuses_guard_rails_outside_the_prefix(release: Release, tenant: str) -> None:
+    quota = builders.build_resource_quota(TENANT, TENANT_QUOTA)
+    quota["metadata"]["namespace"] = "default"
+    assert "writes only namespaces named gp-*, not default" in as_provisioner(release, quota, check=False)
+
+
+def test_the_policy_and_rbac_refuse_bindings_beyond_the_tenant_roles(release: Release, tenant: str) -> None:
+    role, subjects = sorted(tenant_bindings(release).items())[0]
+    foreign = builders.build_tenant_role_bindings(TENANT, {role: [*subjects, ("default", "default")]})[0]
+    assert "bind only the chart's tenant roles to the portal's own ServiceAccounts" in as_provisioner(
+        release, foreign, check=False
+    )
+    admin = builders.build_tenant_role_bindings(TENANT, {"cluster-admin": subjects})[0]
+    out = as_provisioner(release, admin, check=False)
+    assert "is attempting to grant RBAC permissions not currently held" in out or "cannot bind" in out
