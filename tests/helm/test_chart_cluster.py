@@ -27,8 +27,19 @@ def test_the_api_server_accepts_every_object_of_each_value_set(kube: Kube, name:
 
 
 def test_bad_values_fail_with_the_schema_message_and_create_nothing(kube: Kube) -> None:
-    out = kube.helm("install", "bad", str(CHART), "-n", "chart-bad", "--create-namespace",
-                    "--set", "web.replicas=two", "--set", "ingress.hots=x", check=False)  # fmt: skip
+    out = kube.helm(
+        "install",
+        "bad",
+        str(CHART),
+        "-n",
+        "chart-bad",
+        "--create-namespace",
+        "--set",
+        "web.replicas=two",
+        "--set",
+        "ingress.hots=x",
+        check=False,
+    )
     assert "at '/web/replicas': got string, want integer" in out
     assert "additional properties 'hots' not allowed" in out
     assert "bad" not in kube.helm("list", "-A", "-q").split()
@@ -43,12 +54,18 @@ def test_bad_values_fail_with_the_schema_message_and_create_nothing(kube: Kube) 
 
 def test_install_runs_migrations_and_every_deployment_becomes_available(release: Release) -> None:
     assert release.install_seconds > 0
-    print(f"\nhelm install on the local cluster: {release.install_seconds:.1f} s")  # noqa: T201 - a figure for the note
+    print(f"\nhelm install on the local cluster: {release.install_seconds:.1f} s")
     status = release.kube.helm("status", RELEASE, "-n", release.namespace, "-o", "json")
     assert '"status":"deployed"' in status.replace(" ", "")
     for deployment in ("web", "worker", "beat", "controller", "provisioner"):
-        release.kube.kubectl("rollout", "status", f"deployment/{RELEASE}-{deployment}", "-n", release.namespace,
-                             "--timeout=180s")  # fmt: skip
+        release.kube.kubectl(
+            "rollout",
+            "status",
+            f"deployment/{RELEASE}-{deployment}",
+            "-n",
+            release.namespace,
+            "--timeout=180s",
+        )
     node = release.kube.get("daemonset", f"{RELEASE}-node", "-n", release.node_namespace)
     assert node["status"]["desiredNumberScheduled"] >= 1  # the kwok GPU nodes carry nvidia.com/gpu.present
 

@@ -24,15 +24,29 @@ IDENTITIES = ["web", "worker", "controller", "provisioner", "beat", "node"]
 TENANT = Project(slug="t04rbac", name="T04")
 TENANT_QUOTA = Quota(gpus=2)
 FORBIDDEN = [
-    ("get", "secrets"), ("list", "secrets"), ("watch", "secrets"),
-    ("create", "pods/exec"), ("create", "pods/attach"), ("create", "pods/portforward"),
-    ("get", "nodes/proxy"), ("create", "nodes/proxy"), ("create", "pods"),
-    ("impersonate", "users"), ("impersonate", "groups"), ("impersonate", "serviceaccounts"),
-    ("escalate", "clusterroles"), ("escalate", "roles"), ("bind", "clusterroles/cluster-admin"),
-    ("create", "clusterrolebindings"), ("create", "serviceaccounts/token"),
-    ("patch", "validatingadmissionpolicies"), ("delete", "validatingadmissionpolicybindings"),
-    ("create", "customresourcedefinitions"), ("delete", "namespaces"), ("*", "*"),
-]  # fmt: skip
+    ("get", "secrets"),
+    ("list", "secrets"),
+    ("watch", "secrets"),
+    ("create", "pods/exec"),
+    ("create", "pods/attach"),
+    ("create", "pods/portforward"),
+    ("get", "nodes/proxy"),
+    ("create", "nodes/proxy"),
+    ("create", "pods"),
+    ("impersonate", "users"),
+    ("impersonate", "groups"),
+    ("impersonate", "serviceaccounts"),
+    ("escalate", "clusterroles"),
+    ("escalate", "roles"),
+    ("bind", "clusterroles/cluster-admin"),
+    ("create", "clusterrolebindings"),
+    ("create", "serviceaccounts/token"),
+    ("patch", "validatingadmissionpolicies"),
+    ("delete", "validatingadmissionpolicybindings"),
+    ("create", "customresourcedefinitions"),
+    ("delete", "namespaces"),
+    ("*", "*"),
+]
 
 
 def user(release: Release, identity: str) -> str:
@@ -49,8 +63,17 @@ def tenant_bindings(release: Release) -> dict[str, list[tuple[str, str]]]:
 
 
 def as_provisioner(release: Release, doc: JSON, *, check: bool = True) -> str:
-    return release.kube.kubectl("apply", "--server-side", "--field-manager", "gpu-portal", "-f", "-",
-                                f"--as={user(release, 'provisioner')}", stdin=json.dumps(doc), check=check)  # fmt: skip
+    return release.kube.kubectl(
+        "apply",
+        "--server-side",
+        "--field-manager",
+        "gpu-portal",
+        "-f",
+        "-",
+        f"--as={user(release, 'provisioner')}",
+        stdin=json.dumps(doc),
+        check=check,
+    )
 
 
 @pytest.fixture(scope="module")
@@ -79,8 +102,11 @@ def _normal(line: str) -> str:
 
 @pytest.mark.parametrize("identity", IDENTITIES)
 def test_the_verb_list_equals_the_reviewed_golden_file(release: Release, tenant: str, identity: str) -> None:
-    sections = {"release namespace": release.namespace, "node namespace": release.node_namespace,
-                "tenant namespace": tenant}  # fmt: skip
+    sections = {
+        "release namespace": release.namespace,
+        "node namespace": release.node_namespace,
+        "tenant namespace": tenant,
+    }
     got = "".join(
         f"## {label}\n" + "\n".join(can_i_list(release.kube, user(release, identity), ns)) + "\n"
         for label, ns in sections.items()
@@ -106,8 +132,11 @@ def can_i(kube: Kube, who: str, verb: str, resource: str, namespace: str) -> str
 @pytest.mark.parametrize("identity", IDENTITIES)
 def test_every_forbidden_check_answers_no(release: Release, tenant: str, identity: str) -> None:
     namespaces = [tenant, release.namespace, release.node_namespace, "kube-system", "default"]
-    answers = {(verb, res, ns): can_i(release.kube, user(release, identity), verb, res, ns)
-               for verb, res in FORBIDDEN for ns in namespaces}  # fmt: skip
+    answers = {
+        (verb, res, ns): can_i(release.kube, user(release, identity), verb, res, ns)
+        for verb, res in FORBIDDEN
+        for ns in namespaces
+    }
     assert {k: v for k, v in answers.items() if v != "no"} == {}
     if identity != "provisioner":  # only the provisioner writes namespaces
         assert can_i(release.kube, user(release, identity), "patch", "namespaces", "default") == "no"
@@ -123,12 +152,12 @@ def test_the_tenant_bindings_grant_job_writes_inside_the_tenant_only(release: Re
 
 
 def test_the_policy_refuses_relabelling_a_foreign_namespace(release: Release, tenant: str) -> None:
-    foreign = {"apiVersion": "v1", "kind": "Namespace",
-               "metadata": {"name": "default", "labels": {"pod-security.kubernetes.io/enforce": "privileged"}}}  # fmt: skip
+    labels = {"pod-security.kubernetes.io/enforce": "privileged"}
+    foreign = {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "default", "labels": labels}}
     out = as_provisioner(release, foreign, check=False)
     assert "the namespace provisioner writes only namespaces named gp-*, not default" in out
-    labels = release.kube.get("namespace", "default")["metadata"].get("labels", {})
-    assert "pod-security.kubernetes.io/enforce" not in labels
+    now = release.kube.get("namespace", "default")["metadata"].get("labels", {})
+    assert "pod-security.kubernetes.io/enforce" not in now
 
 
 def test_the_policy_refuses_a_privileged_tenant(release: Release, tenant: str) -> None:

@@ -16,9 +16,17 @@ pytestmark = pytest.mark.cluster
 def test_upgrade_keeps_the_secret_key_passwords_and_volumes(release: Release) -> None:
     before = release.snapshot()
     started = time.monotonic()
-    release.kube.helm("upgrade", RELEASE, str(CHART), "-n", release.namespace,
-                      *value_args({**release.values, "web.replicas": "1"}), "--timeout", "300s")  # fmt: skip
-    print(f"\nhelm upgrade: {time.monotonic() - started:.1f} s")  # noqa: T201
+    release.kube.helm(
+        "upgrade",
+        RELEASE,
+        str(CHART),
+        "-n",
+        release.namespace,
+        *value_args({**release.values, "web.replicas": "1"}),
+        "--timeout",
+        "300s",
+    )
+    print(f"\nhelm upgrade: {time.monotonic() - started:.1f} s")
     after = release.snapshot()
     assert after == before
     web = release.kube.get("deployment", f"{RELEASE}-web", "-n", release.namespace)
@@ -30,10 +38,17 @@ def test_upgrade_keeps_the_secret_key_passwords_and_volumes(release: Release) ->
 
 def test_uninstall_leaves_only_what_the_readme_says_is_kept(release: Release) -> None:
     release.uninstall()
-    left = release.kube.kubectl("get", "all,secrets,configmaps,pvc,serviceaccounts,roles,rolebindings,networkpolicies",
-                                "-n", release.namespace, "-l", f"app.kubernetes.io/instance={RELEASE}", "-o", "name")  # fmt: skip
+    kinds = "all,secrets,configmaps,pvc,serviceaccounts,roles,rolebindings,networkpolicies"
+    selector = f"app.kubernetes.io/instance={RELEASE}"
+    left = release.kube.kubectl("get", kinds, "-n", release.namespace, "-l", selector, "-o", "name")
     assert sorted(left.split()) == kept_after_uninstall()
-    cluster_wide = release.kube.kubectl("get", "clusterroles,clusterrolebindings,validatingadmissionpolicies,"
-                                        "validatingadmissionpolicybindings,namespaces", "-l",
-                                        f"app.kubernetes.io/instance={RELEASE}", "-o", "name")  # fmt: skip
+    cluster_wide = release.kube.kubectl(
+        "get",
+        "clusterroles,clusterrolebindings,validatingadmissionpolicies,"
+        "validatingadmissionpolicybindings,namespaces",
+        "-l",
+        f"app.kubernetes.io/instance={RELEASE}",
+        "-o",
+        "name",
+    )
     assert cluster_wide == ""
