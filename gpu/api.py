@@ -13,9 +13,9 @@ from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from gpu import app_settings, metrics, selectors
-from gpu.authentication import IsNodeAgent, NodeTokenAuthentication
+from gpu.authentication import IsNodeAgent, NodeAgent, NodeTokenAuthentication, ServiceAccountAuthentication
 from gpu.ingest import ingest_batch, parse_body
-from gpu.models import Gpu, Node, NodeToken
+from gpu.models import Gpu, Node
 
 
 class IngestAcceptedSerializer(serializers.Serializer[Any]):
@@ -26,7 +26,8 @@ class IngestAcceptedSerializer(serializers.Serializer[Any]):
 class IngestView(APIView):
     """POST /api/v1/ingest/samples: one batch of samples from a node agent (docs/telemetry-contract.md)."""
 
-    authentication_classes = [NodeTokenAuthentication]
+    # Node tokens first: they are recognised by their prefix without a call to Kubernetes.
+    authentication_classes = [NodeTokenAuthentication, ServiceAccountAuthentication]
     permission_classes = [IsNodeAgent]
     throttle_classes: list[Any] = []
 
@@ -41,10 +42,10 @@ class IngestView(APIView):
             raise ValidationError(
                 {"non_field_errors": ["The batch is too large; send at most 5000 samples."]}
             )
-        token = request.auth
-        assert isinstance(token, NodeToken)  # noqa: S101 - IsNodeAgent guarantees it
-        result = ingest_batch(token=token, raw=parse_body(body))
-        metrics.ingested(node=token.node.name, accepted=result.accepted, duplicates=result.duplicates,
+        agent = request.user
+        assert isinstance(agent, NodeAgent)  # noqa: S101 - IsNodeAgent guarantees it
+        result = ingest_batch(node=agent.node, raw=parse_body(body))
+        metrics.ingested(node=agent.node.name, accepted=result.accepted, duplicates=result.duplicates,
                          seconds=time.perf_counter() - started)  # fmt: skip
         return Response({"accepted": result.accepted, "duplicates": result.duplicates})
 

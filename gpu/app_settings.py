@@ -4,6 +4,7 @@ defaults."""
 from __future__ import annotations
 
 from django.conf import settings
+from django.core.exceptions import ImproperlyConfigured
 
 from plugin import names
 
@@ -66,3 +67,32 @@ def plugin_config_name() -> str:
 
 def plugin_config_key() -> str:
     return str(_get("GPU_PLUGIN_CONFIG_KEY", names.SHARING_CONFIG_KEY))
+
+
+def agent_token_audience() -> str:
+    """The audience node agents project their ServiceAccount tokens for (and TokenReviews ask for)."""
+    return str(_get("GPUPORTAL_AGENT_TOKEN_AUDIENCE", "gpu-portal"))
+
+
+def agent_service_accounts() -> frozenset[str]:
+    """Usernames (`system:serviceaccount:<ns>:<name>`) of the ServiceAccounts node agents run as, from
+    GPUPORTAL_AGENT_SERVICE_ACCOUNTS ("namespace:name" each); empty turns ServiceAccount sign-in off."""
+    entries: list[str] = list(getattr(settings, "GPUPORTAL_AGENT_SERVICE_ACCOUNTS", []) or [])
+    accounts = set()
+    for entry in entries:
+        namespace, _, name = entry.strip().partition(":")
+        if not namespace or not name or ":" in name:
+            raise ImproperlyConfigured(f"GPUPORTAL_AGENT_SERVICE_ACCOUNTS: {entry!r} is not namespace:name")
+        accounts.add(f"system:serviceaccount:{namespace}:{name}")
+    return frozenset(accounts)
+
+
+def agent_token_reviewer() -> str:
+    """Dotted path of `(token, audience) -> TokenReview status`; gpu never imports workloads, so the
+    Kubernetes call is named here (like AUTHENTICATION_BACKENDS) and loaded when needed."""
+    return str(_get("GPUPORTAL_AGENT_TOKEN_REVIEWER", "workloads.k8s.tokenreview.review_token"))
+
+
+def agent_review_cache_s() -> float:
+    """How long a positive TokenReview is reused (never past the token's own expiry)."""
+    return float(_get("GPUPORTAL_AGENT_REVIEW_CACHE_S", 60))

@@ -19,10 +19,12 @@ from django.db import transaction
 from django.utils import timezone
 
 from gpu import app_settings, broadcast, health
+from gpu.choices import SharingMode
 from gpu.messages import GpuFrame, ProcessFrame
-from gpu.models import Gpu, Node, NodeToken
+from gpu.models import Gpu, Node
 from gpu.samples import Sample
 from gpu.storage import SampleRow, store
+from plugin.names import GPU_RESOURCE
 
 MAX_ERRORS = 20
 MAX_PROCESSES = 256
@@ -148,6 +150,17 @@ def parse_batch(raw: Any, *, now: datetime) -> tuple[str, list[Sample]]:
     return node, parsed
 
 
+def _check_room(node: Node, gpus: dict[str, Gpu], new: list[str]) -> None:
+    """A node's agent cannot make up GPUs: the total stays within what Kubernetes says the node has."""
+    shared = sum(1 for gpu in gpus.values() if gpu.sharing_mode == SharingMode.SHARED)
+    limit = node.gpu_allowance(shared=shared)
+    if len(gpus) + len(new) > limit:
+        raise PermissionDenied(
+            f"The batch names {len(new)} new GPU(s), but node {node.name} already has {len(gpus)} of the "
+            f"{limit} GPUs its Kubernetes capacity ({GPU_RESOURCE}) allows; nothing was stored."
+        )
+
+
 def _resolve_gpus(node: Node, samples: list[Sample]) -> dict[str, Gpu]:
     """This node's GPUs by UUID; new UUIDs become GPUs of this node, other nodes' UUIDs are refused."""
     gpus = {gpu.uuid: gpu for gpu in Gpu.objects.filter(node=node)}
@@ -155,7 +168,8 @@ def _resolve_gpus(node: Node, samples: list[Sample]) -> dict[str, Gpu]:
     if not new:
         return gpus
     if Gpu.objects.filter(uuid__in=new).exists():
-        raise PermissionDenied("A sample names a GPU of another node; a node token writes its own GPUs only.")
+        raise PermissionDenied("A sample names a GPU of another node; a node agent writes its own GPUs only.")
+    _check_room(node, gpus, new)
     next_index = max((gpu.index for gpu in gpus.values()), default=-1) + 1
     totals = {s.uuid: s.values["mem_total_mib"] for s in samples}
     for offset, uuid in enumerate(new):
@@ -193,13 +207,13 @@ def _latest(samples: list[Sample]) -> dict[str, Sample]:
     return latest
 
 
-def ingest_batch(*, token: NodeToken, raw: Any) -> IngestResult:
-    """Validate, store, mark health, and push the newest frame per GPU after commit."""
+def ingest_batch(*, node: Node, raw: Any) -> IngestResult:
+    """Validate, store, mark health, and push the newest frame per GPU after commit. `node` is the
+    authenticated agent's own node (its node token's, or its ServiceAccount token's node claim)."""
     now = timezone.now()
     node_name, samples = parse_batch(raw, now=now)
-    node = token.node
     if node_name != node.name:
-        raise PermissionDenied("This token belongs to another node.")
+        raise PermissionDenied(f"This agent signed in for node {node.name}; it cannot write {node_name}.")
     unique = list({(s.uuid, s.ts): s for s in samples}.values())
     with transaction.atomic(savepoint=False):
         gpus = _resolve_gpus(node, unique)

@@ -13,6 +13,14 @@ from django.db import models
 from django.utils import timezone
 
 from gpu.choices import GpuEventKind, GpuHealth, SharingMode
+from plugin.names import GPU_COUNT_LABEL, GPU_RESOURCE
+
+
+def _count(value: Any) -> int:
+    try:
+        return max(0, int(value or 0))
+    except (TypeError, ValueError):
+        return 0
 
 
 class Node(models.Model):
@@ -49,6 +57,14 @@ class Node(models.Model):
     @property
     def needs_cordon_change(self) -> bool:
         return self.desired_cordoned is not None and self.desired_cordoned != self.cordoned
+
+    def gpu_allowance(self, *, shared: int) -> int:
+        """How many GPUs this node's agent may report, by what Kubernetes says of the node: its whole
+        GPUs (`nvidia.com/gpu`, the larger of capacity and allocatable, since an unhealthy GPU leaves
+        allocatable but still reports telemetry) plus the `shared` GPUs already known, which the
+        plugin advertises as MPS slices instead; or GPU feature discovery's count label if larger."""
+        whole = max(_count(self.allocatable.get(GPU_RESOURCE)), _count(self.capacity.get(GPU_RESOURCE)))
+        return max(whole + shared, _count(self.labels.get(GPU_COUNT_LABEL)))
 
 
 class Gpu(models.Model):

@@ -7,12 +7,16 @@ from typing import Any
 
 from gpu import services
 from gpu.models import Gpu, Node
+from plugin.names import GPU_RESOURCE
 
 
 def make_node(name: str = "gpu-node-0", *, gpus: int = 4) -> Node:
+    # As the node watch mirrors it: the GPU count comes from what the device plugin advertises.
+    resources = {GPU_RESOURCE: str(gpus)}
     return Node.objects.create(
-        name=name, gpu_model="NVIDIA-GeForce-RTX-5090", gpu_count=gpus, labels={"type": "kwok"}
-    )
+        name=name, gpu_model="NVIDIA-GeForce-RTX-5090", gpu_count=gpus, labels={"type": "kwok"},
+        capacity=resources, allocatable=resources,
+    )  # fmt: skip
 
 
 def make_gpus(node: Node, count: int = 4) -> list[Gpu]:

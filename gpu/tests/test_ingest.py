@@ -8,10 +8,11 @@ from typing import Any
 import pytest
 from rest_framework.test import APIClient
 
-from gpu.choices import GpuEventKind, GpuHealth
+from gpu.choices import GpuEventKind, GpuHealth, SharingMode
 from gpu.models import Gpu, GpuEvent, GpuSample
 from gpu.services import node_token_revoke
 from gpu.tests.factories import batch, make_gpus, make_node, node_token, sample, series
+from plugin.names import GPU_COUNT_LABEL, GPU_RESOURCE, SHARED_RESOURCE
 from tests.fixtures.personas import World, api_client
 
 URL = "/api/v1/ingest/samples"
@@ -147,3 +148,56 @@ def test_xid_and_ecc_become_events_and_health() -> None:
     assert GpuEvent.objects.filter(kind=GpuEventKind.XID).count() == 2
     assert GpuEvent.objects.filter(kind=GpuEventKind.ECC_SBE, gpu=c).get().value == 2
     assert a.last_seen is not None
+
+
+def _uuids(n: int) -> list[str]:
+    return [f"GPU-new-{i}" for i in range(n)]
+
+
+def test_a_node_cannot_report_more_gpus_than_kubernetes_gives_it() -> None:
+    node = make_node(gpus=2)
+    ts = datetime.now(UTC)
+    refused = post(node_token(node), batch(node.name, [sample(u, ts) for u in _uuids(3)]))
+    assert refused.status_code == 403, refused.content
+    assert "3 new GPU(s)" in refused.json()["error"]["message"]
+    assert "of the 2 GPUs its Kubernetes capacity" in refused.json()["error"]["message"]
+    assert not Gpu.objects.exists()
+    assert GpuSample.objects.count() == 0
+    assert post(node_token(node), batch(node.name, [sample(u, ts) for u in _uuids(2)])).status_code == 200
+
+
+def test_the_limit_counts_the_gpus_already_known() -> None:
+    node = make_node(gpus=2)
+    make_gpus(node, 2)
+    ts = datetime.now(UTC)
+    assert post(node_token(node), batch(node.name, [sample("GPU-gpu-node-0-1", ts)])).status_code == 200
+    assert post(node_token(node), batch(node.name, [sample("GPU-third", ts)])).status_code == 403
+    assert Gpu.objects.count() == 2
+
+
+def test_a_node_without_gpu_resources_registers_no_gpus() -> None:
+    node = make_node(gpus=0)
+    assert post(node_token(node), batch(node.name, series("GPU-x", 1))).status_code == 403
+    assert not Gpu.objects.exists()
+
+
+def test_shared_gpus_count_beside_the_whole_ones_the_plugin_still_advertises() -> None:
+    # Two of four GPUs shared: the plugin advertises 2 whole GPUs and the others as MPS slices.
+    node = make_node(gpus=4)
+    gpus = make_gpus(node, 3)
+    Gpu.objects.filter(pk__in=[gpus[0].pk, gpus[1].pk]).update(sharing_mode=SharingMode.SHARED, slices=4)
+    node.capacity = node.allocatable = {GPU_RESOURCE: "2", SHARED_RESOURCE: "8"}
+    node.save()
+    ts = datetime.now(UTC)
+    assert post(node_token(node), batch(node.name, [sample("GPU-fourth", ts)])).status_code == 200
+    assert post(node_token(node), batch(node.name, [sample("GPU-fifth", ts)])).status_code == 403
+    assert Gpu.objects.count() == 4
+
+
+def test_the_gpu_feature_discovery_count_label_is_an_upper_bound_too() -> None:
+    node = make_node(gpus=0)
+    node.labels = {**node.labels, GPU_COUNT_LABEL: "2"}
+    node.save()
+    ts = datetime.now(UTC)
+    assert post(node_token(node), batch(node.name, [sample(u, ts) for u in _uuids(2)])).status_code == 200
+    assert post(node_token(node), batch(node.name, [sample("GPU-more", ts)])).status_code == 403

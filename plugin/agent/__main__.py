@@ -18,7 +18,7 @@ from plugin.agent.attribution import Attributor
 from plugin.agent.collector import Collector
 from plugin.agent.metrics import AgentMetrics
 from plugin.agent.runner import Agent
-from plugin.agent.sender import SampleBuffer, Sender
+from plugin.agent.sender import SampleBuffer, Sender, TokenFile
 from plugin.podresources import DEFAULT_SOCKET
 
 
@@ -27,7 +27,12 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     p = argparse.ArgumentParser(prog="python -m plugin.agent", description=__doc__)
     backend.add_arguments(p)
     p.add_argument("--portal-url", default=env("GPU_PORTAL_URL"), help="e.g. https://portal.example.org")
-    p.add_argument("--token-file", type=Path, default=env("GPU_PORTAL_TOKEN_FILE"))
+    p.add_argument(
+        "--token-file",
+        type=Path,
+        default=env("GPU_PORTAL_TOKEN_FILE"),
+        help="node token or projected ServiceAccount token; read again before every send (tokens rotate)",
+    )
     p.add_argument("--ca-file", default=env("GPU_PORTAL_CA_FILE"), help="CA bundle for the portal's TLS")
     p.add_argument("--node-name", default=env("NODE_NAME", socket.gethostname()))
     p.add_argument("--interval", type=float, default=float(env("GPU_PORTAL_INTERVAL", "1.0")))
@@ -48,7 +53,7 @@ def build(args: argparse.Namespace, lib: nvml.NvmlLib) -> Agent:
     buffer = SampleBuffer(args.buffer_max)
     sender = None
     if args.portal_url:
-        token = args.token_file.read_text().strip() if args.token_file else ""
+        token = TokenFile(args.token_file) if args.token_file else ""
         client = httpx.Client(timeout=10.0, verify=args.ca_file or True)
         sender = Sender(
             buffer,

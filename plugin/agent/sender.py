@@ -10,7 +10,9 @@ from __future__ import annotations
 import logging
 import threading
 from collections import deque
+from collections.abc import Callable
 from dataclasses import dataclass
+from pathlib import Path
 
 import httpx
 
@@ -51,6 +53,23 @@ class SampleBuffer:
         self.dropped += max(0, over)
 
 
+class TokenFile:
+    """The bearer token, read from its file at every call: the kubelet rotates a projected
+    ServiceAccount token (an atomic symlink swap) well before it expires, so a token read once at
+    start would be refused within the hour. A failed read keeps the last good token."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        self._last = ""
+
+    def __call__(self) -> str:
+        try:
+            self._last = self.path.read_text().strip()
+        except OSError as exc:
+            log.warning("cannot read the token file %s (%s); using the last token read", self.path, exc)
+        return self._last
+
+
 @dataclass
 class SenderStats:
     sent: int = 0
@@ -66,7 +85,7 @@ class Sender:
         buffer: SampleBuffer,
         *,
         portal_url: str,
-        token: str,
+        token: str | Callable[[], str],
         node: str,
         agent_version: str,
         client: httpx.Client,
@@ -75,7 +94,7 @@ class Sender:
     ) -> None:
         self.buffer = buffer
         self.url = portal_url.rstrip("/") + INGEST_PATH
-        self.headers = {"Authorization": f"Bearer {token}"}
+        self.token: Callable[[], str] = token if callable(token) else (lambda: token)
         self.node = node
         self.agent_version = agent_version
         self.client = client
@@ -90,7 +109,8 @@ class Sender:
             return idle_s
         body = IngestBatch(node=self.node, agent_version=self.agent_version, samples=batch)
         try:
-            resp = self.client.post(self.url, json=body, headers=self.headers)
+            headers = {"Authorization": f"Bearer {self.token()}"}  # fresh each time: tokens rotate
+            resp = self.client.post(self.url, json=body, headers=headers)
         except httpx.HTTPError as exc:
             return self._retry(batch, f"portal unreachable: {exc!r}")
         if resp.status_code == 200:
@@ -103,7 +123,9 @@ class Sender:
             log.error("portal rejected a batch of %d samples: %s", len(batch), resp.text[:2000])
             return 0.0
         if resp.status_code in (401, 403):
-            return self._retry(batch, f"portal refused the node token ({resp.status_code}); check the Secret")
+            # The token file is read again on the next try, so a rotated token heals this by itself.
+            why = f"portal refused the node token ({resp.status_code}: {resp.text[:300]}); check the token"
+            return self._retry(batch, why)
         return self._retry(batch, f"portal answered {resp.status_code}")
 
     def _retry(self, batch: list[GpuSample], why: str) -> float:

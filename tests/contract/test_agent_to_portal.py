@@ -15,6 +15,7 @@ import pytest
 
 from gpu import services as gpu_services
 from gpu.models import Gpu, GpuSample, Node
+from plugin.names import GPU_RESOURCE
 
 pytestmark = pytest.mark.django_db(transaction=True)
 ROOT = Path(__file__).resolve().parents[2]
@@ -55,6 +56,12 @@ def _agent(url: str, token_file: Path, node: str) -> subprocess.Popen[bytes]:
     return subprocess.Popen(argv, cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
 
 
+def _node(name: str, gpus: int = 4) -> Node:
+    # As the node watch mirrors it: ingest never creates more GPUs than Kubernetes says the node has.
+    resources = {GPU_RESOURCE: str(gpus)}
+    return Node.objects.create(name=name, gpu_count=gpus, capacity=resources, allocatable=resources)
+
+
 def _wait(probe: Any, timeout: float) -> bool:
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
@@ -65,7 +72,7 @@ def _wait(probe: Any, timeout: float) -> bool:
 
 
 def test_the_agent_feeds_the_portal_through_the_contract(live_server: Any, tmp_path: Path) -> None:
-    node = Node.objects.create(name="gpu-node-a", gpu_count=4)
+    node = _node("gpu-node-a")
     _, secret = gpu_services.node_token_create(node=node, name="agent")
     token_file = tmp_path / "token"
     token_file.write_text(secret)
@@ -85,8 +92,8 @@ def test_the_agent_feeds_the_portal_through_the_contract(live_server: Any, tmp_p
 
 
 def test_another_nodes_token_is_refused_and_nothing_is_stored(live_server: Any, tmp_path: Path) -> None:
-    mine = Node.objects.create(name="gpu-node-b", gpu_count=4)
-    other = Node.objects.create(name="gpu-node-c", gpu_count=4)
+    mine = _node("gpu-node-b")
+    other = _node("gpu-node-c")
     _, secret = gpu_services.node_token_create(node=other, name="agent")
     token_file = tmp_path / "token"
     token_file.write_text(secret)

@@ -15,7 +15,7 @@ import pytest
 
 from plugin.agent.attribution import Attributor
 from plugin.agent.collector import Collector
-from plugin.agent.sender import SampleBuffer, Sender
+from plugin.agent.sender import SampleBuffer, Sender, TokenFile
 from plugin.contract import INGEST_PATH, GpuSample, ProcessSample
 from plugin.simnvml import SimNvml, default_gpus
 
@@ -171,3 +171,50 @@ def test_the_buffer_cap_holds_through_a_long_outage(portal: Portal, short_dir: P
         sender.send_once(0.0)
     assert len(portal.received()) == 5_000
     assert max(len(b["samples"]) for b in portal.bodies) <= 5_000
+
+
+def test_the_token_file_is_read_again_for_every_send(portal: Portal, short_dir: Path) -> None:
+    """The kubelet rotates a projected ServiceAccount token in place; the agent must pick it up."""
+    token_file = short_dir / "token"
+    token_file.write_text("sa-token-1\n")
+    buffer = SampleBuffer(100)
+    sender = Sender(
+        buffer, portal_url=f"http://127.0.0.1:{portal.port}", token=TokenFile(token_file), node="node-a",
+        agent_version="t", client=httpx.Client(timeout=2.0), backoff_initial_s=0.01,
+    )  # fmt: skip
+    portal.start()
+    buffer.add(_collector(short_dir, 1).poll())
+    sender.send_once(0.0)
+    token_file.write_text("sa-token-2\n")
+    buffer.add(_collector(short_dir, 1).poll())
+    sender.send_once(0.0)
+    assert portal.auth == ["Bearer sa-token-1", "Bearer sa-token-2"]
+
+
+def test_a_401_heals_once_the_rotated_token_is_in_place(portal: Portal, short_dir: Path) -> None:
+    token_file = short_dir / "token"
+    token_file.write_text("expired")
+    buffer = SampleBuffer(100)
+    buffer.add(_collector(short_dir, 1).poll())
+    sender = Sender(
+        buffer, portal_url=f"http://127.0.0.1:{portal.port}", token=TokenFile(token_file), node="node-a",
+        agent_version="t", client=httpx.Client(timeout=2.0), backoff_initial_s=0.01,
+    )  # fmt: skip
+    portal.status = 401
+    portal.start()
+    assert sender.send_once(0.0) > 0
+    assert len(buffer) == 1
+    token_file.write_text("fresh")
+    portal.status = 200
+    sender.send_once(0.0)
+    assert portal.auth == ["Bearer expired", "Bearer fresh"]
+    assert len(buffer) == 0
+
+
+def test_an_unreadable_token_file_keeps_the_last_token(short_dir: Path) -> None:
+    token_file = short_dir / "token"
+    token_file.write_text("good")
+    read = TokenFile(token_file)
+    assert read() == "good"
+    token_file.unlink()  # mid-rotation, or the volume briefly away
+    assert read() == "good"
