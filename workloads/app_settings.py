@@ -48,6 +48,25 @@ def lease_namespace() -> str:
     return str(_get("GPUPORTAL_LEASE_NAMESPACE", "default"))
 
 
+def tenant_role_bindings() -> dict[str, list[tuple[str, str]]]:
+    """ClusterRole -> the ServiceAccounts ("namespace", "name") bound to it in every tenant namespace.
+    Empty (the demo, the tests' admin kubeconfig): no RoleBindings are made."""
+    raw = _get("GPUPORTAL_TENANT_ROLE_BINDINGS", {})
+    assert isinstance(raw, dict)  # noqa: S101 - settings.py parses and checks the JSON
+    return {str(role): [_service_account(s) for s in subjects] for role, subjects in raw.items()}
+
+
+def _service_account(ref: object) -> tuple[str, str]:
+    namespace, _, name = str(ref).partition(":")
+    return namespace, name
+
+
+def provisioner_queue() -> str:
+    """The Celery queue of the separate namespace-provisioner worker; empty when this process
+    writes namespaces itself (the demo, the tests)."""
+    return str(_get("GPUPORTAL_PROVISIONER_QUEUE", ""))
+
+
 def namespace_prefix() -> str:
     return str(_get("GPUPORTAL_NAMESPACE_PREFIX", "gp-"))
 

@@ -208,3 +208,18 @@ def build_network_policy(project: Project) -> JSON:
         "metadata": object_meta("default-deny", project.namespace),
         "spec": {"podSelector": {}, "policyTypes": ["Ingress", "Egress"], "egress": [dns]},
     }
+
+
+def build_tenant_role_bindings(project: Project, bindings: dict[str, list[tuple[str, str]]]) -> list[JSON]:
+    """One RoleBinding per tenant ClusterRole, naming the portal's own ServiceAccounts (the chart's
+    GPUPORTAL_TENANT_ROLE_BINDINGS): Job writes are granted here, inside the tenant, not cluster-wide."""
+    return [
+        {
+            "apiVersion": "rbac.authorization.k8s.io/v1",
+            "kind": "RoleBinding",
+            "metadata": object_meta(role, project.namespace),
+            "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": role},
+            "subjects": [{"kind": "ServiceAccount", "namespace": ns, "name": name} for ns, name in subjects],
+        }
+        for role, subjects in sorted(bindings.items())
+    ]

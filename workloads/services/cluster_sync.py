@@ -33,7 +33,7 @@ from workloads import app_settings
 from workloads.choices import TERMINAL_STATES, EventKind, JobState
 from workloads.k8s import labels, paths
 from workloads.k8s.client import KubeClient
-from workloads.k8s.errors import K8sError
+from workloads.k8s.errors import K8sError, K8sTransientError
 from workloads.k8s.faults import fault_point
 from workloads.k8s.reconcilers.base import NeedsUpdate, Obj
 from workloads.k8s.reconcilers.job import JobReconciler
@@ -41,7 +41,7 @@ from workloads.k8s.reconcilers.namespace import reconcile_namespace, reconcile_q
 from workloads.k8s.status import Observation, observe
 from workloads.models import Job, JobEvent, OrphanReport
 from workloads.selectors import jobs_needing_reconcile, namespace_tenant, project_claims
-from workloads.services.publisher import enqueue_reconcile, outbox_done, outbox_seen
+from workloads.services.publisher import enqueue_reconcile, namespace_refresh, outbox_done, outbox_seen
 from workloads.services.transitions import job_note, job_transition
 
 log = logging.getLogger(__name__)
@@ -52,6 +52,15 @@ UNKNOWN = "unknown: the Kubernetes Job is gone and its outcome was not seen"
 def namespace_sync(*, project: Project, client: KubeClient) -> list[str]:
     """Converge the project's namespace and its guard rails; returns the kinds touched."""
     return reconcile_namespace(namespace_tenant(project=project), client)
+
+
+def _guard_rails_elsewhere(project: Project) -> bool:
+    """With a separate provisioner (the chart), this identity may not write namespaces or quotas:
+    ask the provisioner's worker instead. True when it was asked."""
+    if not app_settings.provisioner_queue():
+        return False
+    namespace_refresh(project.pk)
+    return True
 
 
 def namespace_reconcile(*, project_id: int, client: KubeClient) -> list[str]:
@@ -108,7 +117,7 @@ def _suspend_as_now(r: JobReconciler, current: Obj) -> Obj:
 
 def _quota_first(r: JobReconciler) -> None:
     """A borrowing job's GPUs are above the base quota: raise the ResourceQuota before its pods."""
-    if r.owner.borrowing and not r.want_suspended():
+    if r.owner.borrowing and not r.want_suspended() and not _guard_rails_elsewhere(r.owner.project):
         reconcile_quota(namespace_tenant(project=r.owner.project), r.client)
 
 
@@ -119,6 +128,8 @@ def _create(r: JobReconciler) -> None:
     except K8sError as exc:
         if exc.status != 404:  # 404: the namespace is missing; make it and retry once
             raise
+        if _guard_rails_elsewhere(r.owner.project):  # the task retries once the provisioner made it
+            raise K8sTransientError(503, f"namespace {r.owner.project.namespace} is being made") from exc
         namespace_sync(project=r.owner.project, client=r.client)
         r.create(r.desired())
     fault_point("after_create")

@@ -10,9 +10,10 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from accounts.models import Project, Quota
+from workloads import app_settings
 from workloads.k8s import builders, paths
 from workloads.k8s.client import KubeClient
-from workloads.k8s.reconcilers.base import NeedsUpdate, Obj, Reconciler
+from workloads.k8s.reconcilers.base import NeedsRecreate, NeedsUpdate, Obj, Reconciler
 
 
 @dataclass(frozen=True)
@@ -95,6 +96,29 @@ class NetworkPolicyReconciler(_Applied):
         return builders.build_network_policy(self.owner.project)
 
 
+class RoleBindingReconciler(_Applied):
+    """One tenant RoleBinding (roleRef is immutable: a changed role means recreate)."""
+
+    kind = "RoleBinding"
+
+    def __init__(self, owner: Tenant, client: KubeClient, desired: Obj) -> None:
+        super().__init__(owner, client)
+        self._desired = desired
+
+    @property
+    def path(self) -> str:
+        return paths.role_binding(self.owner.project.namespace, self._desired["metadata"]["name"])
+
+    def desired(self) -> Obj:
+        return self._desired
+
+    def reconcile(self, current: Obj, desired: Obj) -> None:
+        if current.get("roleRef") != desired["roleRef"]:
+            raise NeedsRecreate
+        if current.get("subjects") != desired["subjects"]:
+            raise NeedsUpdate
+
+
 RECONCILE_ORDER: tuple[type[_Applied], ...] = (
     NamespaceReconciler,
     ResourceQuotaReconciler,
@@ -105,7 +129,12 @@ RECONCILE_ORDER: tuple[type[_Applied], ...] = (
 
 def reconcile_namespace(tenant: Tenant, client: KubeClient) -> list[str]:
     """Converge every object of the project's namespace; returns the kinds it touched."""
-    return [cls.kind for cls in RECONCILE_ORDER if cls(tenant, client).up() is not None]
+    touched = [cls.kind for cls in RECONCILE_ORDER if cls(tenant, client).up() is not None]
+    bindings = builders.build_tenant_role_bindings(tenant.project, app_settings.tenant_role_bindings())
+    for desired in bindings:
+        if RoleBindingReconciler(tenant, client, desired).up() is not None:
+            touched.append(RoleBindingReconciler.kind)
+    return touched
 
 
 def reconcile_quota(tenant: Tenant, client: KubeClient) -> None:
