@@ -329,6 +329,12 @@ GPU_ROLLUP_MINUTE_RETENTION_DAYS = env.int("GPU_ROLLUP_MINUTE_RETENTION_DAYS", d
 GPU_ROLLUP_HOUR_RETENTION_DAYS = env.int("GPU_ROLLUP_HOUR_RETENTION_DAYS", default=365)
 GPU_PUSH_INTERVAL_MS = env.int("GPU_PUSH_INTERVAL_MS", default=1000)
 GPU_METRICS_TOKEN = env.str("GPU_METRICS_TOKEN", default="")
+# gpu: node agents sign in with their pod's projected ServiceAccount token, checked by a TokenReview
+# (read through gpu/app_settings.py; docs/operator-guide.md). No accounts listed: node tokens only.
+GPUPORTAL_AGENT_SERVICE_ACCOUNTS = env.list("GPUPORTAL_AGENT_SERVICE_ACCOUNTS", default=[])
+GPUPORTAL_AGENT_TOKEN_AUDIENCE = env.str("GPUPORTAL_AGENT_TOKEN_AUDIENCE", default="gpu-portal")
+GPUPORTAL_AGENT_REVIEW_CACHE_S = env.int("GPUPORTAL_AGENT_REVIEW_CACHE_S", default=60)
+GPUPORTAL_AGENT_TOKEN_REVIEWER = "workloads.k8s.tokenreview.review_token"  # noqa: S105 - a dotted path
 CELERY_BEAT_SCHEDULE.update(
     {
         "gpu-partitions": {

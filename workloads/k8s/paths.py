@@ -6,6 +6,7 @@ ALL_JOBS = "/apis/batch/v1/jobs"
 ALL_PODS = "/api/v1/pods"
 ALL_EVENTS = "/api/v1/events"
 NODES = "/api/v1/nodes"
+TOKEN_REVIEWS = "/apis/authentication.k8s.io/v1/tokenreviews"  # noqa: S105 - a path
 
 
 def jobs(namespace: str) -> str:
