@@ -9,6 +9,7 @@ has a safe development default or raises ImproperlyConfigured.
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import django_stubs_ext
@@ -79,6 +80,7 @@ INSTALLED_APPS = [
 ]
 
 MIDDLEWARE = [
+    "portal.probes.ProbeMiddleware",  # first: probes skip the host check and the HTTPS redirect
     "django.middleware.security.SecurityMiddleware",
     "whitenoise.middleware.WhiteNoiseMiddleware",
     "csp.middleware.CSPMiddleware",
@@ -286,6 +288,30 @@ LOGGING = {
 GPUPORTAL_KUBECONFIG = env.str("GPUPORTAL_KUBECONFIG", default="")
 GPUPORTAL_NAMESPACE_PREFIX = env.str("GPUPORTAL_NAMESPACE_PREFIX", default="gp-")
 
+
+def _tenant_role_bindings() -> dict[str, list[str]]:
+    """GPUPORTAL_TENANT_ROLE_BINDINGS: JSON {"<ClusterRole>": ["<namespace>:<serviceaccount>", ...]}
+    (the Helm chart sets it); every tenant namespace gets these RoleBindings."""
+    raw = env.str("GPUPORTAL_TENANT_ROLE_BINDINGS", default="") or "{}"
+    try:
+        parsed = json.loads(raw)
+    except json.JSONDecodeError as exc:
+        raise ImproperlyConfigured(f"GPUPORTAL_TENANT_ROLE_BINDINGS is not JSON: {exc}") from None
+    ok = isinstance(parsed, dict) and all(
+        isinstance(v, list) and all(isinstance(ref, str) and ref.count(":") == 1 for ref in v)
+        for v in parsed.values()
+    )
+    if not ok:
+        raise ImproperlyConfigured(
+            'GPUPORTAL_TENANT_ROLE_BINDINGS must look like {"role": ["namespace:serviceaccount", ...]}.'
+        )
+    return {str(role): list(refs) for role, refs in parsed.items()}
+
+
+GPUPORTAL_TENANT_ROLE_BINDINGS = _tenant_role_bindings()
+# Set in the chart: namespace writes go to a worker that runs as the provisioner identity.
+GPUPORTAL_PROVISIONER_QUEUE = env.str("GPUPORTAL_PROVISIONER_QUEUE", default="")
+
 # GPU jobs (workloads/app_settings.py reads these lazily).
 GPUPORTAL_JOB_LOG_TAIL_BYTES = env.int("GPUPORTAL_JOB_LOG_TAIL_BYTES", default=256 * 1024)
 # Copies the kwok demo annotations (run time, exit code) into pods: the local cluster only.
@@ -302,13 +328,13 @@ CELERY_TASK_ROUTES = {
         for name in (
             "reconcile_job",
             "reconcile_job_uid",
-            "reconcile_namespace",
             "reconcile_node",
             "record_k8s_event",
             "sweep",
         )
     },
 }
+CELERY_TASK_ROUTES["workloads.reconcile_namespace"] = {"queue": GPUPORTAL_PROVISIONER_QUEUE or "reconcile"}
 CELERY_BEAT_SCHEDULE = {
     "workloads-sweep": {
         "task": "workloads.sweep",
@@ -323,6 +349,8 @@ CELERY_BEAT_SCHEDULE = {
     },
 }
 # gpu: telemetry retention and rollups (read through gpu/app_settings.py).
+# Where the device plugin's sharing ConfigMap lives (the chart's node namespace).
+GPU_PLUGIN_CONFIG_NAMESPACE = env.str("GPU_PLUGIN_CONFIG_NAMESPACE", default="gpu-portal-system")
 GPU_RAW_RETENTION_DAYS = env.int("GPU_RAW_RETENTION_DAYS", default=2)
 GPU_PARTITIONS_AHEAD_DAYS = env.int("GPU_PARTITIONS_AHEAD_DAYS", default=2)
 GPU_ROLLUP_MINUTE_RETENTION_DAYS = env.int("GPU_ROLLUP_MINUTE_RETENTION_DAYS", default=30)

@@ -59,3 +59,7 @@ def configmaps(ns: str) -> str:
 
 def configmap(ns: str, name: str) -> str:
     return f"{configmaps(ns)}/{name}"
+
+
+def role_binding(ns: str, name: str) -> str:
+    return f"/apis/rbac.authorization.k8s.io/v1/namespaces/{ns}/rolebindings/{name}"
