@@ -61,7 +61,7 @@ def plugin_config_namespace() -> str:
 
 
 def plugin_config_name() -> str:
-    """The ConfigMap the node DaemonSet mounts (docs/plugin.md, deploy/node/daemonset.yaml)."""
+    """The ConfigMap the node DaemonSet mounts (docs/plugin.md, the chart's templates/node.yaml)."""
     return str(_get("GPU_PLUGIN_CONFIG_NAME", names.SHARING_CONFIG_NAME))
 
 
