@@ -3,6 +3,11 @@ and least-privilege rules that a reviewer would otherwise check by eye (T04, sta
 
 from __future__ import annotations
 
+import base64
+import os
+import re
+import subprocess
+import sys
 from typing import Any
 
 import pytest
@@ -124,3 +129,30 @@ def test_the_secret_key_is_generated_and_marked_kept() -> None:
     again = {s["metadata"]["name"]: s for s in of_kind(render(None, "gp", "portal", {}), "Secret")}
     # Offline there is nothing to look up, so each render draws a new key; on a cluster, the live one wins.
     assert again["gp-gpu-portal-secret-key"]["data"] != key["data"]
+
+
+def _resolved_env(docs: list[JSON], container: JSON) -> dict[str, str]:
+    """A container's environment as the kubelet would give it: Secret references and $(VAR) filled in."""
+    secrets = {s["metadata"]["name"]: s["data"] for s in of_kind(docs, "Secret")}
+    env: dict[str, str] = {}
+    for item in container["env"]:
+        if "valueFrom" in item:
+            ref = item["valueFrom"]["secretKeyRef"]
+            env[item["name"]] = base64.b64decode(secrets[ref["name"]][ref["key"]]).decode()
+        else:
+            env[item["name"]] = re.sub(r"\$\((\w+)\)", lambda m: env[m.group(1)], item["value"])
+    return env
+
+
+def test_the_charts_environment_passes_the_production_deploy_check() -> None:
+    docs = render(None, "gp", "portal", {})
+    web = next(d for d in of_kind(docs, "Deployment") if d["metadata"]["name"] == "gp-gpu-portal-web")
+    env = _resolved_env(docs, web["spec"]["template"]["spec"]["containers"][0])
+    assert env["DATABASE_URL"].startswith("postgres://portal:")
+    out = subprocess.run(
+        [sys.executable, "manage.py", "check", "--deploy", "--fail-level", "WARNING"],
+        env={"PATH": os.environ["PATH"], "HOME": "/tmp", **env}, cwd=CHART.parents[2],
+        capture_output=True, text=True, timeout=120,
+    )  # fmt: skip
+    assert out.returncode == 0, out.stderr
+    assert "System check identified no issues" in out.stdout
