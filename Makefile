@@ -9,7 +9,7 @@ BIN := $(VENV)/bin
 export PATH := $(CURDIR)/$(BIN):$(PATH)
 
 .PHONY: demo test venv system-deps frontend services-up services-down lint typecheck layers pytest bench \
-        cluster-build cluster-up cluster-down proto gpu-check lock
+        cluster-build cluster-up cluster-down proto gpu-check lock images
 
 include plugin/plugin.mk
 include deploy/localcluster/cluster.mk
@@ -51,10 +51,15 @@ typecheck: venv proto
 layers: venv
 	$(BIN)/lint-imports
 
-pytest: venv proto system-deps cluster-build
+pytest: venv proto system-deps cluster-build images
 	source deploy/setup/services.sh env
 	bash deploy/setup/services.sh up
 	$(BIN)/python -m pytest $(PYTEST_ARGS)
+
+# The portal and node OCI images (no Docker engine), cached in ~/.cache/gpuportal/images/: seconds when
+# nothing changed. tests/images runs them.
+images: venv proto system-deps
+	bash deploy/images/build.sh
 
 test: lint typecheck layers pytest
 
