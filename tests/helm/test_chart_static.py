@@ -79,6 +79,13 @@ def test_portal_pods_are_restricted_and_only_the_device_plugin_is_privileged() -
         if owner == "gp-gpu-portal-node":
             privileged = {c["name"] for c in spec["containers"] if c["securityContext"].get("privileged")}
             assert privileged == {"device-plugin"}
+            # The image runs as 10001; the kubelet's sockets are root's, so both containers say root.
+            assert {c["name"]: c["securityContext"]["runAsUser"] for c in spec["containers"]} == {
+                "device-plugin": 0,
+                "agent": 0,
+            }
+            agent = next(c for c in spec["containers"] if c["name"] == "agent")["securityContext"]
+            assert agent["capabilities"] == {"drop": ["ALL"], "add": ["SYS_PTRACE"]}
             assert spec["automountServiceAccountToken"] is False
             continue
         assert spec["securityContext"]["runAsNonRoot"] is True, owner
