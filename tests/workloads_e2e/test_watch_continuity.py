@@ -31,6 +31,7 @@ class FaultyStream:
         self.real = real
         self.down = threading.Event()
         self.gone = 0
+        self.error_events = 0  # streams that open with an in-stream ERROR 410 event
         self.lock = threading.Lock()
 
     def __getattr__(self, name: str) -> Any:
@@ -43,6 +44,9 @@ class FaultyStream:
             if self.gone > 0:
                 self.gone -= 1
                 raise K8sGoneError(410, "too old resource version (injected)")
+            if self.error_events > 0:
+                self.error_events -= 1
+                return iter([b'{"type":"ERROR","object":{"kind":"Status","code":410,"message":"too old"}}'])
         inner = self.real.stream(path, query, timeout)
         return self._guard(inner)
 
@@ -155,14 +159,24 @@ def test_repeated_410_relists_at_most_six_times_a_minute(kube: RealKubeClient, k
 
 
 def test_an_in_stream_410_error_event_relists(kube: RealKubeClient, k8s_namespace: str) -> None:
-    from workloads.k8s.watch import WatchStats
-
-    ns = k8s_namespace
-    seen: list[str] = []
-    spec = WatchSpec(
-        "pods", f"/api/v1/namespaces/{ns}/pods", LABEL, lambda k, o: seen.append(k), lambda items: None
-    )
-    watcher = Watcher(client=kube, spec=spec)
-    with pytest.raises(K8sGoneError):
-        watcher._handle_line(b'{"type":"ERROR","object":{"kind":"Status","code":410,"message":"too old"}}')
-    assert isinstance(watcher.stats, WatchStats)
+    """The API server may answer a watch with 200 and an ERROR event (410) as its first line: the
+    watcher must relist, so a pod made meanwhile appears."""
+    ns, pods = k8s_namespace, f"/api/v1/namespaces/{k8s_namespace}/pods"
+    kube.create(pods, pod("e0", "1"))
+    watcher, mirror, faulty, stop = start(kube, ns, min_relist=1)
+    try:
+        wait_for(lambda: mirror.pods == {"e0": "1"}, 30, "initial sync")
+        relists = watcher.stats.relists
+        faulty.down.set()  # cut the stream; the next one opens with the ERROR event
+        faulty.error_events = 1
+        kube.create(pods, pod("e1", "1"))
+        faulty.down.clear()
+        wait_for(
+            lambda: watcher.stats.relists > relists and mirror.pods == live(kube, ns),
+            60,
+            "relist after ERROR",
+        )
+        assert faulty.error_events == 0  # the ERROR stream was read
+        assert watcher.stats.gone >= 1
+    finally:
+        stop.set()
