@@ -10,6 +10,8 @@ Protocol (Kubernetes API concepts, "Efficient detection of changes"):
    time, then no more often than `min_relist_interval_s` (<= 6 relists a minute, no hot loop).
 5. Other errors back off exponentially with jitter, capped; a full relist also runs every
    `relist_interval_s` anyway, since a level-triggered controller must not trust the stream alone.
+6. A stream that ends at once with nothing in it (a proxy that closes watches, a server shedding
+   load) backs off too: a clean end is not proof of health, and reconnecting at once would spin.
 """
 
 from __future__ import annotations
@@ -30,6 +32,8 @@ from workloads.k8s.errors import K8sError, K8sGoneError
 
 log = logging.getLogger(__name__)
 Obj = dict[str, Any]
+RELIST_HISTORY = 64  # relist times kept for the stats: enough for a rate, bounded for a long run
+QUICK_END_S = 1.0  # a stream shorter than this with no line in it counts as a failed one
 
 
 @dataclass(frozen=True)
@@ -50,8 +54,9 @@ class WatchStats:
     events: int = 0
     gone: int = 0
     errors: int = 0
-    relist_times: list[float] = field(default_factory=list)
+    relist_times: list[float] = field(default_factory=list)  # the last RELIST_HISTORY only
     last_relist_s: float = 0.0
+    quick_ends: int = 0
 
 
 class Watcher:
@@ -114,6 +119,7 @@ class Watcher:
         self.stats.relists += 1
         self.stats.last_relist_s = time.monotonic() - started
         self.stats.relist_times.append(time.time())
+        del self.stats.relist_times[:-RELIST_HISTORY]
         self._listed_at = time.monotonic()
         return version
 
@@ -132,8 +138,9 @@ class Watcher:
         if rv:
             self.resource_version = rv
 
-    def watch_once(self, stop: threading.Event) -> None:
-        """Follow one watch stream until it ends, the stop is set, or a relist is due."""
+    def watch_once(self, stop: threading.Event) -> int:
+        """Follow one watch stream until it ends, the stop is set, or a relist is due; returns how
+        many lines it read."""
         query = {
             **self._query(),
             "watch": "1",
@@ -142,15 +149,18 @@ class Watcher:
             "resourceVersion": self.resource_version or "",
         }
         lines = self.client.stream(self.spec.path, query, timeout=self.watch_timeout_s + 30)
+        read = 0
         try:
             for line in lines:
+                read += 1
                 self._handle_line(line)
                 if stop.is_set() or self._relist_due():
-                    return
+                    break
         finally:
             close = getattr(lines, "close", None)
             if close is not None:
                 close()
+        return read
 
     def _relist_due(self) -> bool:
         return time.monotonic() - self._listed_at > self.relist_interval_s
@@ -161,25 +171,38 @@ class Watcher:
             stop.wait(self.min_relist_interval_s - since)
         self._relisted_after_gone_at = time.monotonic()
 
-    def step(self, stop: threading.Event) -> None:
-        """One list-or-watch round; raises what the loop in `run` handles."""
+    def step(self, stop: threading.Event) -> bool:
+        """One list-or-watch round; raises what the loop in `run` handles. False when the stream
+        ended at once with nothing in it (the loop backs off as for an error)."""
         if self.resource_version is None or self._relist_due():
             self.resource_version = self.relist()
-        self.watch_once(stop)
+        started = time.monotonic()
+        read = self.watch_once(stop)
+        quick = read == 0 and time.monotonic() - started < QUICK_END_S and not stop.is_set()
+        if quick:
+            self.stats.quick_ends += 1
+        return not quick
 
     def run(self, stop: threading.Event) -> None:
         backoff = 0.5
         while not stop.is_set():
             try:
-                self.step(stop)
-                backoff = 0.5
+                healthy = self.step(stop)
             except K8sGoneError:
                 self.stats.gone += 1
                 log.info("watch %s: 410 Gone, relisting", self.spec.name)
                 self.resource_version = None
                 self._wait_before_relist(stop)
+                continue
             except Exception:
                 self.stats.errors += 1
                 log.warning("watch %s failed; retrying in %.1f s", self.spec.name, backoff, exc_info=True)
-                stop.wait(backoff * (1 + random.random() / 2))  # noqa: S311 - jitter
-                backoff = min(self.max_backoff_s, backoff * 2)
+                healthy = False
+            else:
+                if not healthy:
+                    log.info("watch %s ended at once; reconnecting in %.1f s", self.spec.name, backoff)
+            if healthy:
+                backoff = 0.5
+                continue
+            stop.wait(backoff * (1 + random.random() / 2))  # noqa: S311 - jitter
+            backoff = min(self.max_backoff_s, backoff * 2)

@@ -58,3 +58,37 @@ def test_it_resumes_from_the_last_version_and_relists_on_410() -> None:
     assert client.watch_versions == ["10", "15", "20"]  # the new list's version, never an object's
     assert events == [("ADDED", "x")]
     assert relists == [1, 1]
+
+
+def _spec() -> WatchSpec:
+    return WatchSpec("pods", "/api/v1/pods", None, lambda k, o: None, lambda items: None)
+
+
+def test_a_stream_that_ends_at_once_and_empty_backs_off_instead_of_spinning() -> None:
+    client = Scripted([])  # every watch ends at once with no line
+    watcher = Watcher(client=client, spec=_spec(), max_backoff_s=0.4)  # type: ignore[arg-type]
+    stop = threading.Event()
+    runner = threading.Thread(target=watcher.run, args=(stop,), daemon=True)
+    runner.start()
+    stop.wait(2.0)
+    stop.set()
+    runner.join(5)
+    # Back-off 0.5, 0.4, 0.4 ... s (with up to 50 % jitter): a handful of reconnects in 2 s, not thousands.
+    assert 2 <= len(client.watch_versions) <= 6, len(client.watch_versions)
+    assert watcher.stats.quick_ends == len(client.watch_versions)
+
+
+def test_a_stream_with_events_resets_the_back_off() -> None:
+    added = {"type": "ADDED", "object": {"metadata": {"name": "x", "resourceVersion": "11"}}}
+    watcher = Watcher(client=Scripted([[added]]), spec=_spec())  # type: ignore[arg-type]
+    assert watcher.step(threading.Event()) is True
+    assert watcher.step(threading.Event()) is False  # the next one is empty and instant
+    assert watcher.stats.quick_ends == 1
+
+
+def test_the_relist_history_is_bounded() -> None:
+    watcher = Watcher(client=Scripted([]), spec=_spec())  # type: ignore[arg-type]
+    for _ in range(500):
+        watcher.relist()
+    assert watcher.stats.relists == 500
+    assert len(watcher.stats.relist_times) == 64
