@@ -40,6 +40,12 @@ def outbox_retry_s() -> float:
     return float(str(_get("GPUPORTAL_OUTBOX_RETRY_SECONDS", 20)))
 
 
+def reconcile_expires_s() -> float:
+    """A queued job reconcile older than this is dropped unrun: four sweep intervals, at least 60 s."""
+    sweep = float(str(_get("GPUPORTAL_SWEEP_SECONDS", 30)))
+    return float(str(_get("GPUPORTAL_RECONCILE_EXPIRES_SECONDS", max(60.0, 4 * sweep))))
+
+
 def run_as_user() -> int:
     return int(str(_get("GPUPORTAL_JOB_RUN_AS_USER", 1000)))
 

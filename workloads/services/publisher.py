@@ -26,13 +26,14 @@ log = logging.getLogger(__name__)
 PUBLISH_RETRY = {"max_retries": 1, "interval_start": 0, "interval_step": 0.2, "interval_max": 0.2}
 
 
-def send(name: str, *args: Any, retries: int = 1) -> bool:
+def send(name: str, *args: Any, retries: int = 1, expires: float | None = None) -> bool:
     """Publish one task by name now; False (logged) when the broker is unreachable.
 
-    `retries=0` for hot paths (the controller's watch handlers), which the sweep backs up anyway."""
+    `retries=0` for hot paths (the controller's watch handlers), which the sweep backs up anyway.
+    `expires`: seconds after which a worker drops the message unrun (a newer one will exist)."""
     policy = {**PUBLISH_RETRY, "max_retries": retries}
     try:
-        current_app.send_task(str(name), args=list(args), retry=True, retry_policy=policy)
+        current_app.send_task(str(name), args=list(args), retry=True, retry_policy=policy, expires=expires)
     except Exception:
         log.warning("could not publish %s%r (broker down?)", name, args, exc_info=True)
         return False
@@ -55,8 +56,16 @@ def job_notify(job_id: int, kind: str) -> None:
 
 
 def enqueue_reconcile(job_id: int) -> bool:
-    """Publish one job reconcile now and mark its outbox row published; False when the broker is down."""
-    if not send(TaskName.RECONCILE_JOB, job_id):
+    """Publish one job reconcile now and mark its outbox row published; False when the broker is down.
+
+    Not sent again while the job's request was published less than the outbox retry ago: that
+    message is still on its way (the sweep would otherwise add one per job per interval). Each
+    message expires after a few sweep intervals, so a backed-up queue drains stale copies unrun;
+    the sweep and the outbox send a fresh one."""
+    fresh = timezone.now() - timedelta(seconds=app_settings.outbox_retry_s())
+    if ReconcileOutbox.objects.filter(job_id=job_id, published_at__gte=fresh).exists():
+        return True
+    if not send(TaskName.RECONCILE_JOB, job_id, expires=app_settings.reconcile_expires_s()):
         return False
     ReconcileOutbox.objects.filter(job_id=job_id).update(published_at=timezone.now())
     return True
