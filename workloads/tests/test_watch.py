@@ -92,3 +92,25 @@ def test_the_relist_history_is_bounded() -> None:
         watcher.relist()
     assert watcher.stats.relists == 500
     assert len(watcher.stats.relist_times) == 64
+
+
+def test_ten_thousand_events_leave_the_watcher_no_bigger() -> None:
+    """T07's bounded memory: events pass through; nothing per event is kept (history included)."""
+    import tracemalloc
+
+    def events(n: int) -> list[dict[str, Any]]:
+        return [{"type": "MODIFIED", "object": {"metadata": {"name": f"p{i}", "resourceVersion": str(i),
+                 "managedFields": [{"x": "y" * 200}]}}} for i in range(n)]  # fmt: skip
+
+    client = Scripted([events(1_000), events(10_000)])
+    watcher = Watcher(client=client, spec=_spec())  # type: ignore[arg-type]
+    watcher.step(threading.Event())  # warm up: the first list and stream
+    tracemalloc.start()
+    try:
+        before = tracemalloc.get_traced_memory()[0]
+        watcher.step(threading.Event())
+        grown = tracemalloc.get_traced_memory()[0] - before
+    finally:
+        tracemalloc.stop()
+    assert watcher.stats.events == 11_000
+    assert grown < 64 * 1024, grown  # the 10,000 events themselves are over 2 MB
