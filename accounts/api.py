@@ -48,6 +48,8 @@ class ProjectSerializer(serializers.ModelSerializer[Project]):
         read_only_fields = fields
 
     def get_my_role(self, project: Project) -> str | None:
+        if hasattr(project, "role_of_user"):  # annotated by selectors.project_list_with_role
+            return Role(project.role_of_user).value if project.role_of_user else None
         role = selectors.project_role(user=self.context["request"].user, project=project)
         return role.value if role else None
 
@@ -119,7 +121,7 @@ class ProjectViewSet(viewsets.ReadOnlyModelViewSet[Project]):
     def get_queryset(self) -> Any:
         if getattr(self, "swagger_fake_view", False):
             return Project.objects.none()
-        return selectors.project_list(user=request_user(self.request))
+        return selectors.project_list_with_role(user=request_user(self.request))
 
 
 class MembershipViewSet(
