@@ -34,7 +34,7 @@ run_step() {
 
 missing() {
   local b
-  for b in kube-apiserver kube-controller-manager kube-scheduler etcd kwok kwokctl kubectl helm; do
+  for b in kube-apiserver kube-controller-manager kube-scheduler etcd kwok kwokctl kubectl kubeadm helm; do
     [ -x "$BIN/$b" ] || printf '%s ' "$b"
   done
 }
@@ -85,6 +85,7 @@ import (
 	_ "k8s.io/kubernetes/cmd/kube-apiserver"
 	_ "k8s.io/kubernetes/cmd/kube-controller-manager"
 	_ "k8s.io/kubernetes/cmd/kube-scheduler"
+	_ "k8s.io/kubernetes/cmd/kubeadm"
 	_ "k8s.io/kubernetes/cmd/kubectl"
 )
 GO
@@ -93,15 +94,30 @@ GO
   go list -m go.etcd.io/etcd/client/v3 >&2
 }
 
-build_k8s() {
-  cd "$BUILD"
+k8s_ldflags() {
   local ldf="-s -w" kv
   for kv in "gitVersion=v$KV" gitMajor=1 "gitMinor=$MINOR" gitTreeState=clean "buildDate=$(date -u +%FT%TZ)"; do
     ldf="$ldf -X k8s.io/component-base/version.$kv -X k8s.io/client-go/pkg/version.$kv"
   done
-  go build -p 2 -trimpath -tags selinux,notest,grpcnotrace -ldflags "$ldf" -o "$BIN/" \
+  printf '%s' "$ldf"
+}
+
+build_k8s() {
+  cd "$BUILD"
+  go build -p 2 -trimpath -tags selinux,notest,grpcnotrace -ldflags "$(k8s_ldflags)" -o "$BIN/" \
     k8s.io/kubernetes/cmd/kube-apiserver k8s.io/kubernetes/cmd/kube-controller-manager \
-    k8s.io/kubernetes/cmd/kube-scheduler k8s.io/kubernetes/cmd/kubectl
+    k8s.io/kubernetes/cmd/kube-scheduler k8s.io/kubernetes/cmd/kubectl k8s.io/kubernetes/cmd/kubeadm
+}
+
+# kubeadm (deploy/cluster renders kubeadm configs; tests/cluster_setup runs `kubeadm config validate`).
+# Added after the others: a cache holding everything else builds only kubeadm.
+build_kubeadm() {
+  cd "$BUILD"
+  grep -q 'cmd/kubeadm' tools.go || sed 's#^\t_ "k8s.io/kubernetes/cmd/kubectl"#\t_ "k8s.io/kubernetes/cmd/kubeadm"\n&#' tools.go > tools.go.new
+  [ -f tools.go.new ] && mv tools.go.new tools.go
+  go mod tidy
+  go build -p 2 -trimpath -tags selinux,notest,grpcnotrace -ldflags "$(k8s_ldflags)" -o "$BIN/" \
+    k8s.io/kubernetes/cmd/kubeadm
 }
 
 # Its own module graph (helm pins its own client-go), so `go install` rather than the consumer module.
@@ -123,6 +139,10 @@ build_etcd() {
 
 [ -x "$BIN/kwokctl" ] && [ -x "$BIN/kwok" ] || run_step "building kwok v$KWOK" build_kwok
 helm_ok || run_step "building helm v$HELM" build_helm
+if [ "$(missing)" = "kubeadm " ] && [ -f "$BUILD/go.mod" ] \
+  && "$BIN/kube-apiserver" --version 2>/dev/null | grep -q "Kubernetes v$KV"; then
+  run_step "building kubeadm v$KV" build_kubeadm
+fi
 if [ -x "$BIN/kube-apiserver" ] && have_all; then
   say "built into $BIN"
   echo "$BIN"
