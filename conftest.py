@@ -12,6 +12,7 @@ import pytest
 
 pytest_plugins = ["tests.fixtures.cluster", "tests.fixtures.personas"]
 
+
 @pytest.hookimpl(hookwrapper=True)
 def pytest_runtest_makereport(item: Any, call: Any) -> Any:
     """Nothing may skip: a skipped test (a missing real part) is reported as a failure, CI or not."""
