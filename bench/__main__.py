@@ -17,6 +17,7 @@ REGISTRY: dict[str, str] = {
     "B6": "bench.b6_ingest",
     "B7": "bench.b7_push",
     "B8": "bench.b8_plugin",
+    "B9": "bench.b9_api",
 }
 
 
