@@ -210,6 +210,7 @@ def inventory(site: Site) -> JSON:
     }
     planes = site.with_role("control-plane")
     children = {
+        "first_control_plane": {"hosts": hosts([first])},
         "control_plane": {"hosts": hosts(planes)},
         "workers": {"hosts": hosts([n for n in site.with_role("worker") if n not in planes])},
         "gpu_nodes": {"hosts": hosts(site.gpu_nodes)},

@@ -93,6 +93,9 @@ def test_the_first_run_installs_and_configures_the_node(
     assert "SystemdCgroup = true" in config
     assert 'config_path = "/etc/containerd/certs.d"' in config
     assert 'sandbox_image = "registry.k8s.io/pause:3.10"' in config
+    # a GPU node: the NVIDIA runtime is containerd's default (gpu.yml installs the toolkit it names)
+    assert 'default_runtime_name = "nvidia"' in config
+    assert 'BinaryName = "/usr/bin/nvidia-container-runtime"' in config
     reg = etc / "containerd" / "certs.d" / "harbor.lab.example:30003"
     ca = (EXAMPLES / "registry-ca.pem").read_text()
     assert (reg / "ca.crt").read_text() == ca
