@@ -13,6 +13,7 @@ from typing import Any
 
 import pytest
 from django.conf import settings
+from django.core.exceptions import ValidationError
 
 from portal.localcluster import ClusterHandle
 from tests.fixtures.personas import World
@@ -99,9 +100,7 @@ def test_worker_kills_lose_and_duplicate_nothing(
                 lambda: Job.objects.filter(created_in_cluster_at__isnull=False).count() >= 25, 180, "creates"
             )
             for job in to_cancel:
-                job.refresh_from_db()
-                if not job.is_terminal:
-                    services.job_cancel(actor=world.owner, job=job)
+                _cancel(world, job)
             wait_for(lambda: _settled(jobs), 420, "all jobs settled", every=5)
             wait_for(lambda: _cancelled_gone(kube, jobs[0].namespace), 120, "cancelled jobs deleted", every=3)
     finally:
@@ -111,6 +110,22 @@ def test_worker_kills_lose_and_duplicate_nothing(
     kills = (faults / "kills.log").read_text().splitlines() if (faults / "kills.log").exists() else []
     assert len(kills) == sum(KILLS.values()), kills
     _assert_db_equals_cluster(kube, jobs[0].namespace)
+
+
+def _cancel(world: World, job: Job) -> None:
+    """Cancel as a user would: the controller may move the job between the read and the cancel,
+    and the service then answers "changed state meanwhile; reload and retry", so reload and retry."""
+    for _ in range(5):
+        job.refresh_from_db()
+        if job.is_terminal:
+            return
+        try:
+            services.job_cancel(actor=world.owner, job=job)
+            return
+        except ValidationError as exc:
+            if "changed state meanwhile" not in str(exc):
+                raise
+    raise AssertionError(f"{job} kept changing state; cancel never applied")
 
 
 def _cancelled_gone(kube: RealKubeClient, namespace: str) -> bool:
