@@ -7,4 +7,6 @@ class WorkloadsConfig(AppConfig):
     default_auto_field = "django.db.models.BigAutoField"
 
     def ready(self) -> None:
-        from workloads import signals  # noqa: F401 - connects the receivers
+        from workloads import metrics, signals  # noqa: F401 - signals connects the receivers
+
+        metrics.register()

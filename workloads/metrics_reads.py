@@ -1,0 +1,56 @@
+"""Reads behind the workloads' Prometheus figures: all from the database, at scrape time, so every
+web replica answers the same numbers (per-process counters would disagree across processes)."""
+
+from __future__ import annotations
+
+from django.db.models import Count, Min, Sum
+from django.utils import timezone
+
+from accounts.models import Quota
+from workloads.choices import ACTIVE_STATES, JobState
+from workloads.models import Job, JobEvent, ReconcileOutbox
+
+
+def jobs_by_project_state() -> list[tuple[str, str, int]]:
+    rows = Job.objects.values_list("project__slug", "state").annotate(n=Count("id")).order_by()
+    return [(slug, state, n) for slug, state, n in rows]
+
+
+def queue_oldest_age_s() -> dict[str, float]:
+    """Per project: how long its oldest queued job has waited."""
+    now = timezone.now()
+    rows = (
+        Job.objects.filter(state=JobState.QUEUED).values_list("project__slug").annotate(o=Min("submitted_at"))
+    )
+    return {slug: (now - oldest).total_seconds() for slug, oldest in rows.order_by()}
+
+
+def gpus_held_by_project() -> list[tuple[str, int, int, int]]:
+    """(project, whole GPUs held, MPS slices held, GPU quota) for projects holding or owning quota."""
+    held = (
+        Job.objects.filter(state__in=ACTIVE_STATES)
+        .values_list("project__slug")
+        .annotate(g=Sum("gpus"), s=Sum("mps_slices"))
+        .order_by()
+    )
+    quota = dict(Quota.objects.values_list("project__slug", "gpus"))
+    used = {slug: (int(g or 0), int(s or 0)) for slug, g, s in held}
+    return [(slug, *used.get(slug, (0, 0)), quota.get(slug, 0)) for slug in sorted(set(used) | set(quota))]
+
+
+def transitions_total() -> list[tuple[str, str, int]]:
+    """Admissions and preemptions ever, per project, counted from the timeline (monotonic)."""
+    rows = (
+        JobEvent.objects.filter(to_state__in=[JobState.ADMITTED, JobState.PREEMPTED])
+        .values_list("job__project__slug", "to_state")
+        .annotate(n=Count("id"))
+        .order_by()
+    )
+    return [(slug, state, n) for slug, state, n in rows]
+
+
+def outbox_depth() -> tuple[int, float]:
+    """Pending reconcile requests and the age of the oldest (the reconcile lag bound)."""
+    agg = ReconcileOutbox.objects.aggregate(n=Count("job_id"), oldest=Min("requested_at"))
+    oldest = agg["oldest"]
+    return int(agg["n"] or 0), (timezone.now() - oldest).total_seconds() if oldest else 0.0
