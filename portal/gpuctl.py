@@ -197,7 +197,11 @@ def parser() -> argparse.ArgumentParser:
     quota.set_defaults(run=cmd_quota)
     jobs = sub.add_parser("jobs")
     jobs.add_argument("--project")
-    jobs.add_argument("--state")
+    jobs.add_argument(
+        "--state",
+        help="queued, admitted, running, unknown (no trace in the cluster yet, GPUs still held), "
+        "succeeded, failed, cancelled, preempted or lost (no trace for too long, GPUs given back)",
+    )
     jobs.set_defaults(run=cmd_jobs)
     add_submit(sub)
     for name, run in (("logs", cmd_logs), ("cancel", cmd_cancel)):

@@ -319,6 +319,10 @@ GPUPORTAL_JOB_SIMULATION = env.bool("GPUPORTAL_JOB_SIMULATION", default=False)
 GPUPORTAL_JOB_TTL_SECONDS = env.int("GPUPORTAL_JOB_TTL_SECONDS", default=7 * 24 * 3600)
 GPUPORTAL_LEASE_NAMESPACE = env.str("GPUPORTAL_LEASE_NAMESPACE", default="default")
 GPUPORTAL_SWEEP_SECONDS = env.int("GPUPORTAL_SWEEP_SECONDS", default=30)
+# A running job whose Kubernetes Job shows no pod and no outcome this long becomes "unknown"; an
+# unknown job with no evidence this long is "lost" and gives its quota back (reliability.md R4).
+GPUPORTAL_JOB_NO_POD_SECONDS = env.int("GPUPORTAL_JOB_NO_POD_SECONDS", default=120)
+GPUPORTAL_JOB_UNKNOWN_SECONDS = env.int("GPUPORTAL_JOB_UNKNOWN_SECONDS", default=600)
 CELERY_TASK_DEFAULT_QUEUE = "celery"
 # workloads.choices.Queue: workers run `-Q celery,reconcile,notify` (or a worker per queue).
 CELERY_TASK_ROUTES = {

@@ -46,6 +46,17 @@ def reconcile_expires_s() -> float:
     return float(str(_get("GPUPORTAL_RECONCILE_EXPIRES_SECONDS", max(60.0, 4 * sweep))))
 
 
+def job_no_pod_s() -> float:
+    """A running job whose Kubernetes Job shows no pod and no outcome this long becomes unknown."""
+    return float(str(_get("GPUPORTAL_JOB_NO_POD_SECONDS", 120)))
+
+
+def job_unknown_s() -> float:
+    """An unknown job without evidence this long is declared lost: twenty default sweeps, so a
+    relist or a restarted API server has many chances to bring the evidence back first."""
+    return float(str(_get("GPUPORTAL_JOB_UNKNOWN_SECONDS", 600)))
+
+
 def run_as_user() -> int:
     return int(str(_get("GPUPORTAL_JOB_RUN_AS_USER", 1000)))
 

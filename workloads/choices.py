@@ -15,21 +15,38 @@ class JobState(models.TextChoices):
     FAILED = "failed", "Failed"
     CANCELLED = "cancelled", "Cancelled"
     PREEMPTED = "preempted", "Preempted"
+    # No evidence either way: the Job or its pods vanished from a successful read. Holds its GPUs.
+    UNKNOWN = "unknown", "Unknown"
+    # Declared after GPUPORTAL_JOB_UNKNOWN_SECONDS unknown: ended, outcome never seen (not "failed": R4).
+    LOST = "lost", "Lost"
 
 
-TERMINAL_STATES = frozenset({JobState.SUCCEEDED, JobState.FAILED, JobState.CANCELLED})
-# States in which a job holds (or is about to hold) its GPUs; admission counts these.
-ACTIVE_STATES = frozenset({JobState.ADMITTED, JobState.RUNNING})
+TERMINAL_STATES = frozenset({JobState.SUCCEEDED, JobState.FAILED, JobState.CANCELLED, JobState.LOST})
+# States in which a job holds (or is about to hold) its GPUs; admission counts these. An unknown job
+# may still run on its GPUs (the cluster may only be unreadable), so it holds them until resolved.
+ACTIVE_STATES = frozenset({JobState.ADMITTED, JobState.RUNNING, JobState.UNKNOWN})
 # Forward-only transitions; anything else is refused by the compare-and-swap. A queued job only
 # leaves the queue through admission (or a cancel): a run the portal never admitted must not look
 # like a legitimate one, so queued -> running / succeeded / failed does not exist.
 ALLOWED_TRANSITIONS: dict[str, frozenset[str]] = {
     JobState.QUEUED: frozenset({JobState.ADMITTED, JobState.CANCELLED}),
     JobState.ADMITTED: frozenset(
-        {JobState.RUNNING, JobState.SUCCEEDED, JobState.FAILED, JobState.CANCELLED, JobState.PREEMPTED}
+        {
+            JobState.RUNNING,
+            JobState.SUCCEEDED,
+            JobState.FAILED,
+            JobState.CANCELLED,
+            JobState.PREEMPTED,
+            JobState.UNKNOWN,
+        }
     ),
     JobState.RUNNING: frozenset(
-        {JobState.SUCCEEDED, JobState.FAILED, JobState.CANCELLED, JobState.PREEMPTED}
+        {JobState.SUCCEEDED, JobState.FAILED, JobState.CANCELLED, JobState.PREEMPTED, JobState.UNKNOWN}
+    ),
+    # Evidence back: running or its outcome; none for long enough: lost. Not preemptible: suspending
+    # a Job nobody can see proves nothing, and its GPUs are not known to be free.
+    JobState.UNKNOWN: frozenset(
+        {JobState.RUNNING, JobState.SUCCEEDED, JobState.FAILED, JobState.CANCELLED, JobState.LOST}
     ),
     JobState.PREEMPTED: frozenset({JobState.QUEUED, JobState.ADMITTED, JobState.CANCELLED}),
 }

@@ -62,6 +62,9 @@ class Job(models.Model):
     pod_name = models.CharField(max_length=253, blank=True)
     created_in_cluster_at = models.DateTimeField(null=True, blank=True)
     deleted_in_cluster_at = models.DateTimeField(null=True, blank=True)
+    # When a successful read first showed this running job's Job without a pod or an outcome;
+    # cleared by any evidence (workloads.services.evidence).
+    no_evidence_since = models.DateTimeField(null=True, blank=True)
     cancelled_by = models.ForeignKey(
         settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
     )

@@ -1,6 +1,6 @@
 """Reads that turn the database (and the live node list) into the policy's `ClusterState`.
 
-Pending = queued jobs; running = admitted and running jobs (they hold quota). Notices are the
+Pending = queued jobs; running = admitted, running and unknown jobs (they hold quota). Notices are the
 stored preemption deadlines. Owners are keyed by user id, projects by slug.
 """
 

