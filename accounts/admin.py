@@ -230,3 +230,6 @@ class AuditLogAdmin(admin.ModelAdmin):  # type: ignore[type-arg]
         for row in queryset.select_related("project").order_by("created_at"):
             writer.writerow([getattr(row, name) for name in AUDIT_COLUMNS])
         return response
+
+
+from accounts import admin_webhooks as admin_webhooks  # noqa: E402 - registers the webhook admins

@@ -18,3 +18,9 @@ class TokenScope(models.TextChoices):
 # Which roles may do what inside a project.
 ROLES_THAT_SUBMIT = frozenset({Role.MANAGER, Role.MEMBER})
 ROLES_THAT_MANAGE = frozenset({Role.MANAGER})
+
+
+class TaskName(models.TextChoices):
+    """The accounts app's Celery tasks, by the name they are registered and sent under."""
+
+    DELIVER_WEBHOOK = "accounts.deliver_webhook", "Deliver one webhook event"

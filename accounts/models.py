@@ -167,3 +167,38 @@ class AuditLog(models.Model):
 
     def __str__(self) -> str:
         return f"{self.created_at:%Y-%m-%d %H:%M:%S} {self.actor_repr} {self.action} {self.object_repr}"
+
+
+class ProjectWebhook(models.Model):
+    """Where the project's job events are POSTed, signed with HMAC-SHA256 under `secret`."""
+
+    project = models.OneToOneField(Project, on_delete=models.CASCADE, related_name="webhook")
+    url = models.URLField(max_length=500)
+    # Kept in clear: signing needs it. Shown once to the manager who set the hook.
+    secret = models.CharField(max_length=64, editable=False)
+    enabled = models.BooleanField(default=True)
+    created_at = models.DateTimeField(default=timezone.now, editable=False)
+    updated_at = models.DateTimeField(default=timezone.now)
+
+    def __str__(self) -> str:
+        return f"webhook of {self.project.slug}"
+
+
+class WebhookDelivery(models.Model):
+    """One event for one webhook, and how its delivery went (the admin's delivery log)."""
+
+    webhook = models.ForeignKey(ProjectWebhook, on_delete=models.CASCADE, related_name="deliveries")
+    event = models.CharField(max_length=40)
+    payload = models.JSONField()
+    created_at = models.DateTimeField(default=timezone.now, db_index=True)
+    attempts = models.PositiveIntegerField(default=0)
+    last_status = models.PositiveIntegerField(null=True, blank=True)
+    last_error = models.CharField(max_length=300, blank=True)
+    delivered_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        ordering = ["-created_at"]
+        verbose_name_plural = "webhook deliveries"
+
+    def __str__(self) -> str:
+        return f"{self.event} -> {self.webhook.project.slug}"

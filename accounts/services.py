@@ -48,18 +48,19 @@ def project_add(*, actor: User, project: Project, request: HttpRequest | None = 
     return project
 
 
-def _require_manager(*, actor: User, project: Project) -> None:
+def require_manager(*, actor: User, project: Project, what: str = "manage its members") -> None:
+    """Operators and the project's managers pass; anyone else gets a 403 saying who may."""
     if is_operator(actor):
         return
     role = Membership.objects.filter(project=project, user=actor).values_list("role", flat=True).first()
     if role not in ROLES_THAT_MANAGE:
-        raise PermissionDenied("Only the project's managers manage its members.")
+        raise PermissionDenied(f"Only the project's managers {what}.")
 
 
 def membership_add(
     *, actor: User, project: Project, user: User, role: Role, request: HttpRequest | None = None
 ) -> Membership:
-    _require_manager(actor=actor, project=project)
+    require_manager(actor=actor, project=project)
     if Membership.objects.filter(project=project, user=user).exists():
         raise ValidationError({"user": [f"{user} is already a member of {project}."]})
     membership = Membership(project=project, user=user, role=role)
@@ -87,7 +88,7 @@ def _guard_last_manager(membership: Membership) -> None:
 def membership_update(
     *, actor: User, membership: Membership, role: Role, request: HttpRequest | None = None
 ) -> Membership:
-    _require_manager(actor=actor, project=membership.project)
+    require_manager(actor=actor, project=membership.project)
     if role != Role.MANAGER:
         _guard_last_manager(membership)
     before = snapshot(membership)
@@ -107,7 +108,7 @@ def membership_update(
 
 
 def membership_remove(*, actor: User, membership: Membership, request: HttpRequest | None = None) -> None:
-    _require_manager(actor=actor, project=membership.project)
+    require_manager(actor=actor, project=membership.project)
     _guard_last_manager(membership)
     audit_record(
         actor=actor,

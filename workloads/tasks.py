@@ -98,6 +98,7 @@ def sweep() -> int:
 )
 def notify_job(job_id: int, kind: str) -> None:
     notifications.job_email(job_id=job_id, kind=kind)
+    notifications.job_webhook(job_id=job_id, kind=kind)
 
 
 @shared_task(

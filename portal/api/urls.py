@@ -5,6 +5,7 @@ from rest_framework.routers import DefaultRouter
 
 from accounts.api import MembershipViewSet, MeView, ProjectViewSet, TokenViewSet
 from accounts.api_login import PasswordTokenView
+from accounts.api_webhooks import ProjectWebhookView
 from gpu.api import GpuViewSet, IngestView, NodeViewSet
 from workloads.api.jobs import JobViewSet, TemplateViewSet
 from workloads.api.queue import GrantViewSet, UsageView
@@ -22,6 +23,7 @@ router.register("gpus", GpuViewSet, basename="gpu")
 
 urlpatterns = [
     path("me/", MeView.as_view(), name="me"),
+    path("projects/<slug:project_slug>/webhook/", ProjectWebhookView.as_view(), name="project-webhook"),
     path("usage/", UsageView.as_view(), name="usage"),
     path("auth/token/", PasswordTokenView.as_view(), name="auth-token"),
     path("ingest/samples", IngestView.as_view(), name="ingest-samples"),  # the agent contract's path

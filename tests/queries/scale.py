@@ -11,7 +11,7 @@ from datetime import timedelta
 from django.utils import timezone
 
 from accounts.choices import Role, TokenScope
-from accounts.models import ApiToken, Membership, Project, Quota, User
+from accounts.models import ApiToken, Membership, Project, ProjectWebhook, Quota, User, WebhookDelivery
 from gpu.models import Gpu, Node
 from tests.fixtures.personas import World
 from workloads.choices import EventKind, JobState
@@ -31,6 +31,7 @@ class Fixed:
     job: Job
     node: Node
     template: JobTemplate
+    webhook: ProjectWebhook  # of a project the member manages; its deliveries grow
 
 
 def fixed(world: World) -> Fixed:
@@ -39,7 +40,12 @@ def fixed(world: World) -> Fixed:
     job.save(update_fields=["log_tail", "log_captured"])
     node = Node.objects.create(name="fixed-node", gpu_count=0)
     template = JobTemplate.objects.create(project=world.alpha, name="fixed", spec=SPEC)
-    return Fixed(world, job, node, template)
+    hooked = Project.objects.create(slug="hooked", name="Hooked")
+    Membership.objects.create(project=hooked, user=world.member, role=Role.MANAGER)
+    webhook = ProjectWebhook.objects.create(
+        project=hooked, url="https://hooks.example.org/x", secret="s" * 64
+    )
+    return Fixed(world, job, node, template, webhook)
 
 
 def grow(fx: Fixed, k: int) -> None:
@@ -60,6 +66,9 @@ def grow(fx: Fixed, k: int) -> None:
                                   until=timezone.now() + timedelta(days=1))  # fmt: skip
     _events(fx.job, k)
     _gpus(fx.node, k)
+    WebhookDelivery.objects.bulk_create(
+        WebhookDelivery(webhook=fx.webhook, event="job.running", payload={}, attempts=i % 2) for i in range(k)
+    )
 
 
 def _job(project: Project, owner: User, state: str) -> Job:

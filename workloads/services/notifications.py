@@ -1,11 +1,15 @@
-"""Telling people what happened to their jobs: email to the owner, if they asked for it."""
+"""Telling people what happened to their jobs: email to the owner, if they asked for it, and the
+project's webhook, if its managers set one."""
 
 from __future__ import annotations
 
 from django.conf import settings
 from django.core.mail import send_mail
 
+from accounts import webhooks
+from accounts.choices import TaskName as AccountsTask
 from workloads.models import Job
+from workloads.services.publisher import send_on_commit
 
 
 def job_email(*, job_id: int, kind: str) -> bool:
@@ -21,4 +25,21 @@ def job_email(*, job_id: int, kind: str) -> bool:
     if job.exit_code is not None:
         lines.append(f"Exit code: {job.exit_code}")
     send_mail(subject, "\n".join(lines), settings.DEFAULT_FROM_EMAIL, [job.owner.email])
+    return True
+
+
+def job_webhook(*, job_id: int, kind: str) -> bool:
+    """Queue the event for the project's webhook (delivered, signed and retried by its own task)."""
+    job = Job.objects.select_related("owner", "project").filter(pk=job_id).first()
+    if job is None:
+        return False
+    payload = {
+        "job": {"uid": str(job.uid), "name": str(job), "project": job.project.slug, "owner": job.owner.email,
+                "state": job.state, "reason": job.state_reason, "exit_code": job.exit_code},
+        "what": kind,
+    }  # fmt: skip
+    delivery = webhooks.delivery_create(project=job.project, event=f"job.{job.state}", payload=payload)
+    if delivery is None:
+        return False
+    send_on_commit(AccountsTask.DELIVER_WEBHOOK, delivery.pk)
     return True

@@ -1,0 +1,86 @@
+"""REST API for a project's webhook: GET, PUT {url} (managers), DELETE. The secret is shown once."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from drf_spectacular.utils import OpenApiResponse, extend_schema
+from rest_framework import serializers, status
+from rest_framework.generics import GenericAPIView
+from rest_framework.request import Request
+from rest_framework.response import Response
+
+from accounts import selectors, webhooks
+from accounts.api import request_user
+from accounts.choices import TokenScope
+from accounts.models import ProjectWebhook
+
+
+class WebhookSerializer(serializers.ModelSerializer[ProjectWebhook]):
+    delivered = serializers.SerializerMethodField()
+    failing = serializers.SerializerMethodField()
+
+    class Meta:
+        model = ProjectWebhook
+        fields = ["url", "enabled", "created_at", "updated_at", "delivered", "failing"]
+        read_only_fields = ["enabled", "created_at", "updated_at"]
+
+    def get_delivered(self, hook: ProjectWebhook) -> int:
+        return hook.deliveries.filter(delivered_at__isnull=False).count()
+
+    def get_failing(self, hook: ProjectWebhook) -> int:
+        return hook.deliveries.filter(delivered_at__isnull=True, attempts__gt=0).count()
+
+
+class WebhookSetSerializer(serializers.Serializer[Any]):
+    url = serializers.URLField(max_length=500)
+
+
+class WebhookCreatedSerializer(WebhookSerializer):
+    secret = serializers.CharField(read_only=True, help_text="Shown once: the HMAC-SHA256 signing key.")
+
+    class Meta(WebhookSerializer.Meta):
+        fields = [*WebhookSerializer.Meta.fields, "secret"]
+
+
+class ProjectWebhookView(GenericAPIView[ProjectWebhook]):
+    """The project's webhook: job events POSTed to `url`, signed (docs/user-guide.md, "Webhooks")."""
+
+    serializer_class = WebhookSerializer
+    write_scope = TokenScope.ADMIN
+
+    def _project(self, slug: str) -> Any:
+        return selectors.project_get(user=request_user(self.request), slug=slug)
+
+    @extend_schema(responses={200: WebhookSerializer, 404: OpenApiResponse(description="No webhook set.")})
+    def get(self, request: Request, project_slug: str) -> Response:
+        project = self._project(project_slug)
+        webhooks.require_manager(actor=request_user(request), project=project, what="see its webhook")
+        hook = ProjectWebhook.objects.filter(project=project).first()
+        if hook is None:
+            return Response({"detail": "This project has no webhook."}, status=status.HTTP_404_NOT_FOUND)
+        return Response(WebhookSerializer(hook).data)
+
+    @extend_schema(
+        request=WebhookSetSerializer, responses={200: WebhookSerializer, 201: WebhookCreatedSerializer}
+    )
+    def put(self, request: Request, project_slug: str) -> Response:
+        data = WebhookSetSerializer(data=request.data)
+        data.is_valid(raise_exception=True)
+        hook, secret = webhooks.webhook_set(
+            actor=request_user(request), project=self._project(project_slug), url=data.validated_data["url"],
+            request=request._request,
+        )  # fmt: skip
+        if secret is None:
+            return Response(WebhookSerializer(hook).data)
+        body = {**WebhookSerializer(hook).data, "secret": secret}
+        return Response(body, status=status.HTTP_201_CREATED)
+
+    @extend_schema(responses={204: None})
+    def delete(self, request: Request, project_slug: str) -> Response:
+        project = self._project(project_slug)
+        if not webhooks.webhook_remove(
+            actor=request_user(request), project=project, request=request._request
+        ):
+            return Response({"detail": "This project has no webhook."}, status=status.HTTP_404_NOT_FOUND)
+        return Response(status=status.HTTP_204_NO_CONTENT)
