@@ -353,6 +353,8 @@ CELERY_BEAT_SCHEDULE = {
     },
 }
 # gpu: telemetry retention and rollups (read through gpu/app_settings.py).
+# Project webhooks may call private addresses (and plain http) only when the operator says so.
+GPUPORTAL_WEBHOOK_ALLOW_PRIVATE = env.bool("GPUPORTAL_WEBHOOK_ALLOW_PRIVATE", default=False)
 # Where the device plugin's sharing ConfigMap lives (the chart's node namespace).
 GPU_PLUGIN_CONFIG_NAMESPACE = env.str("GPU_PLUGIN_CONFIG_NAMESPACE", default="gpu-portal-system")
 GPU_RAW_RETENTION_DAYS = env.int("GPU_RAW_RETENTION_DAYS", default=2)
