@@ -23,7 +23,6 @@ import re
 from datetime import datetime
 from typing import Any
 
-import orjson
 from django.db import IntegrityError, transaction
 from django.db.models import Q
 from django.utils import timezone
@@ -36,6 +35,7 @@ from workloads.k8s import labels, paths
 from workloads.k8s.client import KubeClient
 from workloads.k8s.errors import K8sError, K8sTransientError
 from workloads.k8s.faults import fault_point
+from workloads.k8s.pages import list_all, metadata_only
 from workloads.k8s.reconcilers.base import NeedsUpdate, Obj
 from workloads.k8s.reconcilers.job import JobReconciler
 from workloads.k8s.reconcilers.namespace import reconcile_namespace, reconcile_quota
@@ -271,6 +271,6 @@ def sweep(*, client: KubeClient) -> int:
     for job_id in ids:
         if not enqueue_reconcile(job_id):
             break
-    body = orjson.loads(client.list_raw(paths.ALL_JOBS, {"labelSelector": labels.MANAGED_SELECTOR}))
-    orphans_report(cluster_jobs=body.get("items") or [])
+    query = {"labelSelector": labels.MANAGED_SELECTOR}
+    orphans_report(cluster_jobs=list_all(client, paths.ALL_JOBS, query, keep=metadata_only))
     return len(ids)
