@@ -83,6 +83,20 @@ PROBES: dict[str, ProbeFactory] = {
     ],
     "GET /api/v1/tokens/{id}/": lambda v: [Probe("GET", f"/api/v1/tokens/{v.token.pk}/", "not_found")],
     "DELETE /api/v1/tokens/{id}/": lambda v: [Probe("DELETE", f"/api/v1/tokens/{v.token.pk}/", "not_found")],
+    "GET /api/v1/projects/{project_slug}/webhook/": lambda v: [
+        Probe("GET", f"/api/v1/projects/{v.project.slug}/webhook/", "not_found")
+    ],
+    "PUT /api/v1/projects/{project_slug}/webhook/": lambda v: [
+        Probe(
+            "PUT",
+            f"/api/v1/projects/{v.project.slug}/webhook/",
+            "not_found",
+            {"url": "https://evil.example/x"},
+        )
+    ],
+    "DELETE /api/v1/projects/{project_slug}/webhook/": lambda v: [
+        Probe("DELETE", f"/api/v1/projects/{v.project.slug}/webhook/", "not_found")
+    ],
 }
 
 # Routes that create the attacker's own objects: they change state, but never the victim's.
@@ -90,6 +104,16 @@ OWN_WRITES: set[str] = {"POST /api/v1/tokens/"}
 
 # Apps register functions that add their objects to the victim (e.g. a job) before probing.
 VICTIM_SETUP: list[Callable[[Victim], None]] = []
+
+
+def _victim_webhook(v: Victim) -> None:
+    """The victim project has a webhook, so a PUT or DELETE that got through would change a row."""
+    from accounts.models import ProjectWebhook
+
+    ProjectWebhook.objects.create(project=v.project, url="https://hooks.example.org/victim", secret="v" * 64)
+
+
+VICTIM_SETUP.append(_victim_webhook)
 
 # Websocket routes (patterns of portal.routing) -> a path an attacker opens for the victim's object.
 WS_PROBES: dict[str, Callable[[Victim], str]] = {}
