@@ -17,19 +17,14 @@ from accounts.models import ProjectWebhook
 
 
 class WebhookSerializer(serializers.ModelSerializer[ProjectWebhook]):
-    delivered = serializers.SerializerMethodField()
-    failing = serializers.SerializerMethodField()
+    # Annotated by selectors.webhook_get, in the same query as the hook.
+    delivered = serializers.IntegerField(read_only=True)
+    failing = serializers.IntegerField(read_only=True)
 
     class Meta:
         model = ProjectWebhook
         fields = ["url", "enabled", "created_at", "updated_at", "delivered", "failing"]
         read_only_fields = ["enabled", "created_at", "updated_at"]
-
-    def get_delivered(self, hook: ProjectWebhook) -> int:
-        return hook.deliveries.filter(delivered_at__isnull=False).count()
-
-    def get_failing(self, hook: ProjectWebhook) -> int:
-        return hook.deliveries.filter(delivered_at__isnull=True, attempts__gt=0).count()
 
 
 class WebhookSetSerializer(serializers.Serializer[Any]):
@@ -56,7 +51,7 @@ class ProjectWebhookView(GenericAPIView[ProjectWebhook]):
     def get(self, request: Request, project_slug: str) -> Response:
         project = self._project(project_slug)
         webhooks.require_manager(actor=request_user(request), project=project, what="see its webhook")
-        hook = ProjectWebhook.objects.filter(project=project).first()
+        hook = selectors.webhook_get(project=project)
         if hook is None:
             return Response({"detail": "This project has no webhook."}, status=status.HTTP_404_NOT_FOUND)
         return Response(WebhookSerializer(hook).data)
@@ -67,10 +62,14 @@ class ProjectWebhookView(GenericAPIView[ProjectWebhook]):
     def put(self, request: Request, project_slug: str) -> Response:
         data = WebhookSetSerializer(data=request.data)
         data.is_valid(raise_exception=True)
-        hook, secret = webhooks.webhook_set(
-            actor=request_user(request), project=self._project(project_slug), url=data.validated_data["url"],
+        project = self._project(project_slug)
+        _, secret = webhooks.webhook_set(
+            actor=request_user(request),
+            project=project,
+            url=data.validated_data["url"],
             request=request._request,
-        )  # fmt: skip
+        )
+        hook = selectors.webhook_get(project=project)
         if secret is None:
             return Response(WebhookSerializer(hook).data)
         body = {**WebhookSerializer(hook).data, "secret": secret}

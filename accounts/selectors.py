@@ -5,11 +5,11 @@ from __future__ import annotations
 from typing import Any
 
 from allauth.mfa.models import Authenticator
-from django.db.models import OuterRef, QuerySet, Subquery
+from django.db.models import Count, OuterRef, Q, QuerySet, Subquery
 from django.http import Http404
 
 from accounts.choices import ROLES_THAT_SUBMIT, Role
-from accounts.models import ApiToken, AuditLog, Membership, Project, User
+from accounts.models import ApiToken, AuditLog, Membership, Project, ProjectWebhook, User
 
 
 def is_operator(user: Any) -> bool:
@@ -66,3 +66,17 @@ def token_list(*, user: User) -> QuerySet[ApiToken]:
 def audit_list(*, project: Project | None = None) -> QuerySet[AuditLog]:
     qs = AuditLog.objects.select_related("actor", "project")
     return qs.filter(project=project) if project is not None else qs
+
+
+def webhook_get(*, project: Project) -> ProjectWebhook | None:
+    """The project's webhook with its delivery counts (`delivered`, `failing`), in one query."""
+    return (
+        ProjectWebhook.objects.filter(project=project)
+        .annotate(
+            delivered=Count("deliveries", filter=Q(deliveries__delivered_at__isnull=False)),
+            failing=Count(
+                "deliveries", filter=Q(deliveries__delivered_at__isnull=True, deliveries__attempts__gt=0)
+            ),
+        )
+        .first()
+    )

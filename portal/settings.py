@@ -16,6 +16,8 @@ import django_stubs_ext
 import environ
 from django.core.exceptions import ImproperlyConfigured
 
+from plugin.names import SHARING_CONFIG_NAMESPACE
+
 django_stubs_ext.monkeypatch()
 
 BASE_DIR = Path(__file__).resolve().parent.parent
@@ -356,7 +358,7 @@ CELERY_BEAT_SCHEDULE = {
 # Project webhooks may call private addresses (and plain http) only when the operator says so.
 GPUPORTAL_WEBHOOK_ALLOW_PRIVATE = env.bool("GPUPORTAL_WEBHOOK_ALLOW_PRIVATE", default=False)
 # Where the device plugin's sharing ConfigMap lives (the chart's node namespace).
-GPU_PLUGIN_CONFIG_NAMESPACE = env.str("GPU_PLUGIN_CONFIG_NAMESPACE", default="gpu-portal-system")
+GPU_PLUGIN_CONFIG_NAMESPACE = env.str("GPU_PLUGIN_CONFIG_NAMESPACE", default=SHARING_CONFIG_NAMESPACE)
 GPU_RAW_RETENTION_DAYS = env.int("GPU_RAW_RETENTION_DAYS", default=2)
 GPU_PARTITIONS_AHEAD_DAYS = env.int("GPU_PARTITIONS_AHEAD_DAYS", default=2)
 GPU_ROLLUP_MINUTE_RETENTION_DAYS = env.int("GPU_ROLLUP_MINUTE_RETENTION_DAYS", default=30)

@@ -97,8 +97,7 @@ def sweep() -> int:
     ignore_result=True,
 )
 def notify_job(job_id: int, kind: str) -> None:
-    notifications.job_email(job_id=job_id, kind=kind)
-    notifications.job_webhook(job_id=job_id, kind=kind)
+    notifications.job_notify(job_id=job_id, kind=kind)
 
 
 @shared_task(

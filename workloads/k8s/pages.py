@@ -1,9 +1,10 @@
 """Listing a collection page by page (`limit` + `continue`), keeping only what the caller needs,
-so a sweep over 20,000 Jobs never holds one 100 MB response."""
+so neither a relist nor a sweep over 20,000 objects ever holds one 100 MB response."""
 
 from __future__ import annotations
 
-from collections.abc import Callable
+import gc
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import orjson
@@ -13,18 +14,30 @@ from workloads.k8s.client import KubeClient
 Obj = dict[str, Any]
 
 
+def pages(client: KubeClient, path: str, query: dict[str, str], *, page_size: int = 500) -> Iterator[Obj]:
+    """Each page of one consistent list, decoded; the first page's metadata holds its resourceVersion."""
+    page_query = {**query, "limit": str(page_size)}
+    while True:
+        gc.freeze()  # big decodes: keep the collector from scanning what it cannot free
+        try:
+            page: Obj = orjson.loads(client.list_raw(path, page_query))
+        finally:
+            gc.unfreeze()
+        yield page
+        token = (page.get("metadata") or {}).get("continue")
+        if not token:
+            return
+        page_query["continue"] = token
+
+
 def list_all(
     client: KubeClient, path: str, query: dict[str, str], *, keep: Callable[[Obj], Obj], page_size: int = 500
 ) -> list[Obj]:
-    items: list[Obj] = []
-    page_query = {**query, "limit": str(page_size)}
-    while True:
-        page = orjson.loads(client.list_raw(path, page_query))
-        items.extend(keep(item) for item in page.get("items") or [])
-        token = (page.get("metadata") or {}).get("continue")
-        if not token:
-            return items
-        page_query["continue"] = token
+    return [
+        keep(item)
+        for page in pages(client, path, query, page_size=page_size)
+        for item in page.get("items") or []
+    ]
 
 
 def metadata_only(obj: Obj) -> Obj:

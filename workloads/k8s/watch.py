@@ -16,7 +16,6 @@ Protocol (Kubernetes API concepts, "Efficient detection of changes"):
 
 from __future__ import annotations
 
-import gc
 import logging
 import random
 import threading
@@ -29,6 +28,7 @@ import orjson
 
 from workloads.k8s.client import KubeClient
 from workloads.k8s.errors import K8sError, K8sGoneError
+from workloads.k8s.pages import pages
 
 log = logging.getLogger(__name__)
 Obj = dict[str, Any]
@@ -93,19 +93,11 @@ class Watcher:
     def _list_pages(self) -> tuple[list[Obj], str]:
         """All items, page by page (one consistent snapshot), and the list's resourceVersion."""
         items: list[Obj] = []
-        query, version = {**self._query(), "limit": str(self.spec.page_size)}, ""
-        while True:
-            gc.freeze()  # big decodes: keep the collector from scanning what it cannot free
-            try:
-                page = orjson.loads(self.client.list_raw(self.spec.path, query))
-            finally:
-                gc.unfreeze()
+        version = ""
+        for page in pages(self.client, self.spec.path, self._query(), page_size=self.spec.page_size):
             items.extend(self._shrink(item) for item in page.get("items") or [])
-            meta = page.get("metadata") or {}
-            version = version or str(meta.get("resourceVersion", ""))
-            if not meta.get("continue"):
-                return items, version
-            query["continue"] = meta["continue"]
+            version = version or str((page.get("metadata") or {}).get("resourceVersion", ""))
+        return items, version
 
     def relist(self) -> str:
         """LIST (paged), deliver, and return the list's resourceVersion."""

@@ -12,11 +12,18 @@ from workloads.models import Job
 from workloads.services.publisher import send_on_commit
 
 
-def job_email(*, job_id: int, kind: str) -> bool:
-    """Mail the owner "your job ... <kind>"; False when the job is gone or they opted out."""
+def job_notify(*, job_id: int, kind: str) -> None:
+    """Tell the owner (email, if they asked for it) and the project's webhook (if one is set) that
+    the job ... <kind>; the job is read once for both."""
     job = Job.objects.select_related("owner", "project").filter(pk=job_id).first()
-    if job is None or not job.owner.notify_by_email:
-        return False
+    if job is not None:
+        _email(job, kind)
+        _webhook(job, kind)
+
+
+def _email(job: Job, kind: str) -> None:
+    if not job.owner.notify_by_email:
+        return
     subject = f"[GPU portal] job {job} {kind}"
     lines = [
         f"Your job {job} in project {job.project.slug} {kind}.",
@@ -25,21 +32,15 @@ def job_email(*, job_id: int, kind: str) -> bool:
     if job.exit_code is not None:
         lines.append(f"Exit code: {job.exit_code}")
     send_mail(subject, "\n".join(lines), settings.DEFAULT_FROM_EMAIL, [job.owner.email])
-    return True
 
 
-def job_webhook(*, job_id: int, kind: str) -> bool:
+def _webhook(job: Job, kind: str) -> None:
     """Queue the event for the project's webhook (delivered, signed and retried by its own task)."""
-    job = Job.objects.select_related("owner", "project").filter(pk=job_id).first()
-    if job is None:
-        return False
     payload = {
         "job": {"uid": str(job.uid), "name": str(job), "project": job.project.slug, "owner": job.owner.email,
                 "state": job.state, "reason": job.state_reason, "exit_code": job.exit_code},
         "what": kind,
     }  # fmt: skip
     delivery = webhooks.delivery_create(project=job.project, event=f"job.{job.state}", payload=payload)
-    if delivery is None:
-        return False
-    send_on_commit(AccountsTask.DELIVER_WEBHOOK, delivery.pk)
-    return True
+    if delivery is not None:
+        send_on_commit(AccountsTask.DELIVER_WEBHOOK, delivery.pk)
