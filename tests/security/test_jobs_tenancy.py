@@ -16,6 +16,7 @@ from accounts.models import User
 from tests.fixtures.personas import World, api_client, session_client
 from workloads.models import Job, JobTemplate
 from workloads.services import jobs as services
+from workloads.services import templates as template_services
 from workloads.tests.conftest import IMAGE, allow_images
 
 pytestmark = pytest.mark.django_db
@@ -26,7 +27,7 @@ def _victim_setup(victim: Any) -> None:
     job = services.job_submit(
         actor=victim.manager, project=victim.project, data={"image": IMAGE, "name": "victim-job"}
     )
-    template = services.template_create(
+    template = template_services.template_create(
         actor=victim.manager, project=victim.project, name="victim-template", spec={"image": IMAGE}
     )
     victim.extra.update(job=job, template=template, markers=[str(job.uid), "victim-job", "victim-template"])
@@ -136,7 +137,7 @@ def test_submit_into_a_foreign_project_is_a_field_error(jobs_world: World) -> No
 
 
 def test_foreign_template_is_404(jobs_world: World) -> None:
-    template = services.template_create(
+    template = template_services.template_create(
         actor=jobs_world.owner, project=jobs_world.alpha, name="t", spec={"image": IMAGE}
     )
     client = api_client(jobs_world.outsider)

@@ -25,6 +25,7 @@ from workloads.models import (
     ReconcileOutbox,
 )
 from workloads.services import jobs as job_services
+from workloads.services import templates as template_services
 
 
 class JobEventInline(admin.TabularInline):  # type: ignore[type-arg]
@@ -95,7 +96,7 @@ class JobTemplateForm(forms.ModelForm):  # type: ignore[type-arg]
         data: dict[str, Any] = super().clean() or {}
         if data.get("project") is not None and "spec" in data:
             try:
-                data["spec"] = job_services.template_spec(project=data["project"], spec=data["spec"])
+                data["spec"] = template_services.template_spec(project=data["project"], spec=data["spec"])
             except ValidationError as exc:
                 fields = getattr(exc, "error_dict", None) and exc.message_dict
                 self.add_error(
@@ -134,7 +135,7 @@ class JobTemplateAdmin(AuditedAdmin):
             return
         if not isinstance(request.user, User):
             raise PermissionDenied
-        job_services.template_add(actor=request.user, template=obj, request=request)
+        template_services.template_add(actor=request.user, template=obj, request=request)
 
 
 @admin.register(OrphanReport)

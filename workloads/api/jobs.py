@@ -26,6 +26,7 @@ from workloads.choices import JobState, Priority
 from workloads.messages import QueueSummary
 from workloads.models import Job, JobEvent, JobTemplate
 from workloads.services import jobs as services
+from workloads.services import templates as template_services
 
 
 class TooManyLogStreams(exceptions.APIException):
@@ -299,20 +300,17 @@ class TemplateViewSet(
     def create(self, request: Request) -> Response:
         body = _body(request)
         project = _project_for_create(request, body)
-        name, description = body.get("name"), body.get("description", "")
-        if not isinstance(name, str) or not name.strip() or not isinstance(description, str):
-            raise ValidationError({"name": ["Give the template a name."]})
-        template = services.template_create(
+        template = template_services.template_create(
             actor=request_user(request),
             project=project,
-            name=name.strip(),
+            name=body.get("name"),
             spec=body.get("spec"),
-            description=description,
+            description=body.get("description", ""),
             request=request._request,
         )
         return Response(TemplateSerializer(template).data, status=status.HTTP_201_CREATED)
 
     def perform_destroy(self, instance: JobTemplate) -> None:
-        services.template_delete(
+        template_services.template_delete(
             actor=request_user(self.request), template=instance, request=self.request._request
         )

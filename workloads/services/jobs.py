@@ -1,4 +1,4 @@
-"""Writes for jobs and templates: keyword-only, typed, audited, and never a cluster call.
+"""Writes for jobs: keyword-only, typed, audited, and never a cluster call.
 
 A submission is one transaction: the Job row, its first event, the audit row and the outbox row
 commit together; the cluster hears about it only after commit (publisher.outbox_write). Rejected
@@ -18,7 +18,7 @@ from accounts.models import Project, Quota, User
 from accounts.selectors import can_submit
 from workloads import app_settings
 from workloads.choices import EventKind, JobState
-from workloads.models import ImageRule, Job, JobEvent, JobTemplate, ProjectVolume, QueueSettings
+from workloads.models import ImageRule, Job, JobEvent, ProjectVolume, QueueSettings
 from workloads.selectors import can_act_on_job
 from workloads.services.publisher import outbox_write
 from workloads.services.transitions import job_transition
@@ -145,56 +145,3 @@ def job_cancel(*, actor: User, job: Job, request: HttpRequest | None = None) -> 
         )
         outbox_write(job.pk)
     return job
-
-
-def template_create(
-    *,
-    actor: User,
-    project: Project,
-    name: str,
-    spec: Any,
-    description: str = "",
-    request: HttpRequest | None = None,
-) -> JobTemplate:
-    template = JobTemplate(project=project, name=name, description=description, spec=spec)
-    return template_add(actor=actor, template=template, request=request)
-
-
-def template_spec(*, project: Project, spec: Any) -> dict[str, Any]:
-    """A template's spec as the submit form would take it: parsed with the project's limits."""
-    return parse_spec(spec, spec_limits(project=project)).as_request()
-
-
-def template_add(*, actor: User, template: JobTemplate, request: HttpRequest | None = None) -> JobTemplate:
-    """Save a new template (from the API, the pages or the admin) with its spec parsed and audited."""
-    project = template.project
-    require_submitter(actor=actor, project=project)
-    template.spec, template.created_by = template_spec(project=project, spec=template.spec), actor
-    if JobTemplate.objects.filter(project=project, name=template.name).exists():
-        raise ValidationError({"name": ["This project already has a template of that name."]})
-    template.full_clean()
-    with transaction.atomic():
-        template.save()
-        audit_record(
-            actor=actor,
-            action="template.create",
-            obj=template,
-            project=project,
-            after=snapshot(template),
-            request=request,
-        )
-    return template
-
-
-def template_delete(*, actor: User, template: JobTemplate, request: HttpRequest | None = None) -> None:
-    require_submitter(actor=actor, project=template.project)
-    with transaction.atomic():
-        audit_record(
-            actor=actor,
-            action="template.delete",
-            obj=template,
-            project=template.project,
-            before=snapshot(template),
-            request=request,
-        )
-        template.delete()
