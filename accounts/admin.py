@@ -5,8 +5,11 @@ from __future__ import annotations
 import csv
 from typing import Any
 
+import allauth.mfa.admin  # noqa: F401 - registers allauth's admin first, so it can be replaced
+from allauth.mfa.models import Authenticator
 from django.contrib import admin
 from django.contrib.admin.options import InlineModelAdmin
+from django.contrib.admin.utils import unquote
 from django.contrib.auth.admin import UserAdmin
 from django.core.exceptions import PermissionDenied
 from django.db.models import Model, QuerySet
@@ -17,43 +20,71 @@ from accounts.audit import audit_record, snapshot
 from accounts.models import ApiToken, AuditLog, GpuTypeLimit, Membership, Project, Quota, User, UserCap
 
 
+def _actor(request: HttpRequest) -> User | None:
+    return request.user if isinstance(request.user, User) else None
+
+
+def _project_of(obj: Any) -> Project | None:
+    """The project a row belongs to, for the audit log's project filter (a quota's limits: its project)."""
+    if isinstance(obj, Project):
+        return obj
+    owner = getattr(obj, "project", None) or getattr(getattr(obj, "quota", None), "project", None)
+    return owner if isinstance(owner, Project) else None
+
+
 class AuditedAdmin(admin.ModelAdmin):  # type: ignore[type-arg]
-    """Every admin save and delete lands in the audit log with before/after."""
+    """Every admin save and delete lands in the audit log with before/after, inline rows included."""
 
     audit_exclude: tuple[str, ...] = ("password", "digest")
 
-    def save_model(self, request: HttpRequest, obj: Any, form: Any, change: bool) -> None:
-        before = (
-            snapshot(type(obj).objects.filter(pk=obj.pk).first(), exclude=self.audit_exclude)
-            if change
-            else None
-        )
-        super().save_model(request, obj, form, change)
-        actor = request.user if isinstance(request.user, User) else None
+    def _stored(self, obj: Any) -> dict[str, Any] | None:
+        # From the database: a bound form has already copied the submitted values onto `obj`.
+        return snapshot(type(obj)._default_manager.filter(pk=obj.pk).first(), exclude=self.audit_exclude)
+
+    def _audit(self, request: HttpRequest, action: str, obj: Any, **changes: Any) -> None:
         audit_record(
-            actor=actor,
-            action=f"admin.{'change' if change else 'add'}",
+            actor=_actor(request),
+            action=action,
             obj=obj,
-            project=getattr(obj, "project", None) if not isinstance(obj, Project) else obj,
-            before=before,
-            after=snapshot(obj, exclude=self.audit_exclude),
+            project=_project_of(obj),
             request=request,
+            **changes,
         )
 
+    def save_model(self, request: HttpRequest, obj: Any, form: Any, change: bool) -> None:
+        before = self._stored(obj) if change else None
+        super().save_model(request, obj, form, change)
+        action = f"admin.{'change' if change else 'add'}"
+        self._audit(request, action, obj, before=before, after=snapshot(obj, exclude=self.audit_exclude))
+
     def delete_model(self, request: HttpRequest, obj: Any) -> None:
-        actor = request.user if isinstance(request.user, User) else None
-        audit_record(
-            actor=actor,
-            action="admin.delete",
-            obj=obj,
-            before=snapshot(obj, exclude=self.audit_exclude),
-            request=request,
-        )
+        self._audit(request, "admin.delete", obj, before=self._stored(obj))
         super().delete_model(request, obj)
 
     def delete_queryset(self, request: HttpRequest, queryset: QuerySet[Any]) -> None:
         for obj in queryset:
             self.delete_model(request, obj)
+
+    def save_formset(self, request: HttpRequest, form: Any, formset: Any, change: bool) -> None:
+        """Inline rows are saved and deleted by the formset, never through save_model or delete_model.
+
+        Deletions are recorded before the formset deletes (afterwards a row has no pk left); the admin
+        view's transaction holds the record and the delete together.
+        """
+        doomed = [f.instance for f in formset.deleted_forms if f.instance.pk is not None]
+        for obj in doomed:
+            self._audit(request, "admin.inline.delete", obj, before=self._stored(obj))
+        befores = {
+            f.instance.pk: self._stored(f.instance)
+            for f in formset.initial_forms
+            if f.has_changed() and f.instance not in doomed
+        }
+        super().save_formset(request, form, formset, change)
+        for obj in formset.new_objects:
+            self._audit(request, "admin.inline.add", obj, after=snapshot(obj, exclude=self.audit_exclude))
+        for obj, _fields in formset.changed_objects:
+            after = snapshot(obj, exclude=self.audit_exclude)
+            self._audit(request, "admin.inline.change", obj, before=befores.get(obj.pk), after=after)
 
 
 @admin.register(User)
@@ -64,6 +95,15 @@ class PortalUserAdmin(AuditedAdmin, UserAdmin[User]):
     ordering = ("email",)
     fieldsets = (*UserAdmin.fieldsets, ("Portal", {"fields": ("notify_by_email",)}))  # type: ignore[misc]
     add_fieldsets = ((None, {"fields": ("username", "email", "password1", "password2")}),)
+
+    def user_change_password(self, request: HttpRequest, id: str, form_url: str = "") -> HttpResponse:
+        # Django's own password view saves through its form, not save_model: audit it here.
+        response = super().user_change_password(request, id, form_url)
+        if request.method == "POST" and response.status_code == 302:
+            user = self.get_object(request, unquote(id))
+            after = {"by": "admin", "usable": user.has_usable_password() if user else None}
+            self._audit(request, "password.change", user, after=after)
+        return response
 
 
 class QuotaInline(admin.StackedInline):  # type: ignore[type-arg]
@@ -113,19 +153,6 @@ class ProjectAdmin(AuditedAdmin):
     @admin.display(description="Members")
     def member_count(self, obj: Project) -> int:
         return obj.memberships.count()
-
-    def save_formset(self, request: HttpRequest, form: Any, formset: Any, change: bool) -> None:
-        super().save_formset(request, form, formset, change)
-        actor = request.user if isinstance(request.user, User) else None
-        for obj in formset.new_objects + [o for o, _ in formset.changed_objects]:
-            audit_record(
-                actor=actor,
-                action="admin.inline",
-                obj=obj,
-                project=form.instance,
-                after=snapshot(obj),
-                request=request,
-            )
 
 
 class GpuTypeLimitInline(admin.TabularInline):  # type: ignore[type-arg]
@@ -188,6 +215,19 @@ class ApiTokenAdmin(AuditedAdmin):
         assert isinstance(request.user, User)  # noqa: S101 - the admin requires a staff user
         for token in queryset:  # already revoked ones too: the service also revokes their children
             services.token_revoke(actor=request.user, token=token, request=request)
+
+
+admin.site.unregister(Authenticator)
+
+
+@admin.register(Authenticator)
+class AuthenticatorAdmin(AuditedAdmin):
+    """allauth's admin, audited: an operator removing a lost second factor is an MFA removal too."""
+
+    raw_id_fields = ("user",)
+    list_display = ("user", "type", "created_at", "last_used_at")
+    list_filter = ("type", "created_at", "last_used_at")
+    audit_exclude = ("data",)  # the TOTP secret and the recovery codes
 
 
 AUDIT_COLUMNS = (

@@ -1,0 +1,120 @@
+"""What operators change in the admin outside save_model/delete_model is audited too: inline rows (added,
+changed, deleted, with a before picture), a user's password, a user's second factor."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+from allauth.mfa.models import Authenticator
+from django.test import Client
+
+from accounts.choices import Role
+from accounts.models import AuditLog, Membership, UserCap
+from tests.fixtures.personas import World, session_client
+
+pytestmark = pytest.mark.django_db
+
+
+def _project_form(world: World, rows: list[dict[str, Any]]) -> dict[str, Any]:
+    """The project change form as the admin posts it: the quota as it is, memberships as given."""
+    quota = world.alpha.quota
+    form: dict[str, Any] = {
+        "slug": "alpha",
+        "name": world.alpha.name,
+        "description": "",
+        "is_active": "on",
+        "quota-TOTAL_FORMS": "1",
+        "quota-INITIAL_FORMS": "1",
+        "quota-0-id": quota.pk,
+        "quota-0-project": world.alpha.pk,
+        **{
+            f"quota-0-{name}": getattr(quota, name)
+            for name in ("gpus", "mps_slices", "cpu_millicores", "memory_mib", "max_concurrent_jobs")
+        },
+        "quota-0-max_runtime_minutes": quota.max_runtime_minutes,
+        "user_caps-TOTAL_FORMS": "0",
+        "user_caps-INITIAL_FORMS": "0",
+        "memberships-TOTAL_FORMS": str(len(rows)),
+        "memberships-INITIAL_FORMS": str(sum(1 for r in rows if r.get("id"))),
+    }
+    for i, row in enumerate(rows):
+        form.update({f"memberships-{i}-{key}": value for key, value in row.items()})
+        form[f"memberships-{i}-project"] = world.alpha.pk
+    return form
+
+
+def _row(m: Membership, **changes: Any) -> dict[str, Any]:
+    return {"id": m.pk, "user": m.user_id, "role": m.role, **changes}
+
+
+def _post_project(client: Client, world: World, rows: list[dict[str, Any]]) -> None:
+    response = client.post(f"/admin/accounts/project/{world.alpha.pk}/change/", _project_form(world, rows))
+    assert response.status_code == 302, response.content.decode()[:3000]
+
+
+def test_an_inline_deletion_is_audited_with_what_was_deleted(world: World) -> None:
+    memberships = list(world.alpha.memberships.order_by("pk"))
+    viewer = next(m for m in memberships if m.user_id == world.viewer.pk)
+    rows = [_row(m, DELETE="on") if m == viewer else _row(m) for m in memberships]
+    _post_project(session_client(world.admin), world, rows)
+    assert not Membership.objects.filter(pk=viewer.pk).exists()
+    entry = AuditLog.objects.get(action="admin.inline.delete")
+    assert entry.object_type == "accounts.Membership"
+    assert entry.object_id == str(viewer.pk)
+    assert entry.actor == world.admin
+    assert entry.project == world.alpha
+    assert entry.before is not None and entry.before["user"] == world.viewer.pk
+    assert entry.before["role"] == Role.VIEWER
+
+
+def test_an_inline_change_is_audited_with_before_and_after(world: World) -> None:
+    memberships = list(world.alpha.memberships.order_by("pk"))
+    viewer = next(m for m in memberships if m.user_id == world.viewer.pk)
+    rows = [_row(m, role=Role.MEMBER) if m == viewer else _row(m) for m in memberships]
+    _post_project(session_client(world.admin), world, rows)
+    entry = AuditLog.objects.get(action="admin.inline.change")
+    assert entry.object_id == str(viewer.pk)
+    assert entry.before is not None and entry.before["role"] == Role.VIEWER
+    assert entry.after is not None and entry.after["role"] == Role.MEMBER
+
+
+def test_an_inline_addition_is_audited(world: World) -> None:
+    client = session_client(world.admin)
+    form = _project_form(world, [_row(m) for m in world.alpha.memberships.order_by("pk")])
+    form.update({"user_caps-TOTAL_FORMS": "1", "user_caps-0-user": world.member.pk, "user_caps-0-gpus": "2"})
+    form.update({"user_caps-0-project": world.alpha.pk})
+    response = client.post(f"/admin/accounts/project/{world.alpha.pk}/change/", form)
+    assert response.status_code == 302, response.content.decode()[:3000]
+    cap = UserCap.objects.get(project=world.alpha)
+    entry = AuditLog.objects.get(action="admin.inline.add")
+    assert (entry.object_type, entry.object_id) == ("accounts.UserCap", str(cap.pk))
+    assert entry.after is not None and entry.after["gpus"] == 2
+
+
+def test_a_password_set_in_the_admin_is_audited_without_the_password(world: World) -> None:
+    client = session_client(world.admin)
+    new = "an operator chose this 17"
+    response = client.post(
+        f"/admin/accounts/user/{world.member.pk}/password/",
+        {"password1": new, "password2": new, "usable_password": "true"},
+    )
+    assert response.status_code == 302, response.content.decode()[:3000]
+    world.member.refresh_from_db()
+    assert world.member.check_password(new)
+    entry = AuditLog.objects.get(action="password.change")
+    assert (entry.actor, entry.object_id) == (world.admin, str(world.member.pk))
+    assert new not in str(entry.after) and "pbkdf2" not in str(entry.after)
+
+
+def test_an_authenticator_removed_in_the_admin_is_audited_without_its_secret(world: World) -> None:
+    authenticator = Authenticator.objects.get(user=world.admin)
+    client = session_client(world.admin)
+    response = client.post(
+        f"/admin/mfa/authenticator/{authenticator.pk}/delete/", {"post": "yes"}
+    )
+    assert response.status_code == 302, response.content.decode()[:3000]
+    entry = AuditLog.objects.get(action="admin.delete", object_type="mfa.Authenticator")
+    assert entry.object_id == str(authenticator.pk)
+    assert entry.before is not None and entry.before["type"] == Authenticator.Type.TOTP
+    assert "data" not in entry.before and "JBSWY3DPEHPK3PXP" not in str(entry.before)
