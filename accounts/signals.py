@@ -1,15 +1,20 @@
-"""Signal receivers; they only send: a change of someone's access closes that person's live streams."""
+"""Signal receivers: a change of someone's access closes that person's live streams, and allauth's
+password and MFA changes (which happen inside allauth's own views, past every service) are audited."""
 
 from __future__ import annotations
 
 from typing import Any
 
+from allauth.account import signals as account_signals
+from allauth.mfa import signals as mfa_signals
+from allauth.mfa.models import Authenticator
 from django.contrib.auth.signals import user_logged_out
 from django.db import transaction
 from django.db.models.signals import post_delete, post_save
 from django.dispatch import receiver
 from django.http import HttpRequest
 
+from accounts.audit import audit_record
 from accounts.live import streams_close
 from accounts.models import Membership, User
 
@@ -39,3 +44,35 @@ def membership_deleted(sender: type[Membership], instance: Membership, **kwargs:
 def logged_out(sender: Any, request: HttpRequest, user: User | None, **kwargs: Any) -> None:
     if user is not None:
         _close_after_commit(user.pk)
+
+
+def _audit_account(action: str, request: HttpRequest | None, user: User, detail: dict[str, Any]) -> None:
+    # The account is the object; its owner the actor (a reset is signed in by no one but proves the mailbox).
+    audit_record(actor=user, action=action, obj=user, after=detail, request=request)
+
+
+@receiver(account_signals.password_changed, dispatch_uid="accounts.audit.password_changed")
+@receiver(account_signals.password_set, dispatch_uid="accounts.audit.password_set")
+@receiver(account_signals.password_reset, dispatch_uid="accounts.audit.password_reset")
+def password_audited(signal: Any, request: HttpRequest | None, user: User, **kwargs: Any) -> None:
+    action = {
+        account_signals.password_changed: "password.change",
+        account_signals.password_set: "password.set",
+        account_signals.password_reset: "password.reset",
+    }[signal]
+    _audit_account(action, request, user, {"by": "user"})
+
+
+@receiver(mfa_signals.authenticator_added, dispatch_uid="accounts.audit.mfa_added")
+@receiver(mfa_signals.authenticator_removed, dispatch_uid="accounts.audit.mfa_removed")
+@receiver(mfa_signals.authenticator_reset, dispatch_uid="accounts.audit.mfa_reset")
+def mfa_audited(
+    signal: Any, request: HttpRequest | None, user: User, authenticator: Authenticator, **kwargs: Any
+) -> None:
+    action = {
+        mfa_signals.authenticator_added: "mfa.add",
+        mfa_signals.authenticator_removed: "mfa.remove",
+        mfa_signals.authenticator_reset: "mfa.reset",
+    }[signal]
+    # The type only: the authenticator's data is its secret, and a removed one has no id left.
+    _audit_account(action, request, user, {"authenticator": str(authenticator.type)})

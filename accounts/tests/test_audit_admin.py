@@ -110,9 +110,7 @@ def test_a_password_set_in_the_admin_is_audited_without_the_password(world: Worl
 def test_an_authenticator_removed_in_the_admin_is_audited_without_its_secret(world: World) -> None:
     authenticator = Authenticator.objects.get(user=world.admin)
     client = session_client(world.admin)
-    response = client.post(
-        f"/admin/mfa/authenticator/{authenticator.pk}/delete/", {"post": "yes"}
-    )
+    response = client.post(f"/admin/mfa/authenticator/{authenticator.pk}/delete/", {"post": "yes"})
     assert response.status_code == 302, response.content.decode()[:3000]
     entry = AuditLog.objects.get(action="admin.delete", object_type="mfa.Authenticator")
     assert entry.object_id == str(authenticator.pk)
