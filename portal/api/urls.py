@@ -7,8 +7,9 @@ from accounts.api import MembershipViewSet, MeView, ProjectViewSet, TokenViewSet
 from accounts.api_login import PasswordTokenView
 from accounts.api_webhooks import ProjectWebhookView
 from gpu.api import GpuViewSet, IngestView, NodeViewSet
-from workloads.api.jobs import JobViewSet, TemplateViewSet
+from workloads.api.jobs import JobViewSet
 from workloads.api.queue import GrantViewSet, UsageView
+from workloads.api.templates import TemplateViewSet
 
 router = DefaultRouter(trailing_slash=True)
 router.include_root_view = False

@@ -75,6 +75,18 @@ def register_job_probes() -> None:
             ],
             "GET /api/v1/templates/{id}/": lambda v: [Probe("GET", tpl_url(v), "not_found")],
             "DELETE /api/v1/templates/{id}/": lambda v: [Probe("DELETE", tpl_url(v), "not_found")],
+            "PUT /api/v1/templates/{id}/": lambda v: [
+                Probe("PUT", tpl_url(v), "not_found", {"name": "stolen", "spec": spec})
+            ],
+            "PATCH /api/v1/templates/{id}/": lambda v: [
+                Probe("PATCH", tpl_url(v), "not_found", {"description": "stolen"})
+            ],
+            "POST /api/v1/templates/{id}/submit/": lambda v: [
+                Probe("POST", f"{tpl_url(v)}submit/", "not_found", {"gpus": 1})
+            ],
+            "POST /api/v1/jobs/{id}/template/": lambda v: [
+                Probe("POST", job_url(v, "template/"), "not_found", {"name": "stolen"})
+            ],
         }
     )
     if _victim_setup not in VICTIM_SETUP:

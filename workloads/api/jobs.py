@@ -1,4 +1,4 @@
-"""REST API for jobs and templates: /api/v1/jobs/ and /api/v1/templates/.
+"""REST API for jobs: /api/v1/jobs/ (templates are in workloads.api.templates).
 
 Views stay thin: they resolve the project through accounts.selectors (a foreign project is 404,
 or a field error on create), pass the raw body to the service (which validates the typed spec
@@ -10,9 +10,9 @@ from __future__ import annotations
 from typing import Any
 
 from django.core.exceptions import ValidationError
-from django.http import Http404, HttpResponse, StreamingHttpResponse
-from drf_spectacular.utils import OpenApiParameter, extend_schema, extend_schema_field, inline_serializer
-from rest_framework import exceptions, mixins, serializers, status, viewsets
+from django.http import HttpResponse, StreamingHttpResponse
+from drf_spectacular.utils import OpenApiParameter, extend_schema, extend_schema_view
+from rest_framework import exceptions, mixins, status, viewsets
 from rest_framework.decorators import action
 from rest_framework.request import Request
 from rest_framework.response import Response
@@ -22,9 +22,16 @@ from accounts.choices import TokenScope
 from accounts.models import Project
 from accounts.selectors import project_list
 from workloads import accounting, logs, selectors
-from workloads.choices import JobState, Priority
-from workloads.messages import QueueSummary
-from workloads.models import Job, JobEvent, JobTemplate
+from workloads.api.serializers import (
+    JobCreateSerializer,
+    JobEventSerializer,
+    JobSerializer,
+    SpecSerializer,
+    TemplateFromJobSerializer,
+    TemplateSerializer,
+)
+from workloads.choices import JobState
+from workloads.models import Job
 from workloads.services import jobs as services
 from workloads.services import templates as template_services
 
@@ -39,109 +46,13 @@ class QueueFullError(exceptions.APIException):
     default_code = "queue_full"
 
 
-class QueueSummarySerializer(serializers.Serializer[Any]):
-    position = serializers.IntegerField(allow_null=True)
-    position_in_project = serializers.IntegerField(allow_null=True)
-    estimated_start = serializers.DateTimeField(allow_null=True)
-    code = serializers.CharField()
-    reason = serializers.CharField()
-    hints = serializers.ListField(child=serializers.CharField())
-    held = serializers.BooleanField()
-    text = serializers.CharField(help_text="The whole summary as one line, as the pages show it.")
-
-
-class JobSerializer(serializers.ModelSerializer[Job]):
-    id = serializers.UUIDField(source="uid", read_only=True)
-    project: serializers.SlugRelatedField[Project] = serializers.SlugRelatedField(
-        slug_field="slug", read_only=True
-    )
-    owner = serializers.EmailField(source="owner.email", read_only=True)
-    k8s_name = serializers.CharField(read_only=True)
-    gpu_hours = serializers.SerializerMethodField()
-    queue = serializers.SerializerMethodField(
-        help_text="Queued jobs: position, estimated start, reason, hints."
-    )
-
-    class Meta:
-        model = Job
-        fields = [
-            "id",
-            "name",
-            "project",
-            "owner",
-            "image",
-            "command",
-            "args",
-            "env",
-            "gpus",
-            "gpu_type",
-            "mps_slices",
-            "cpu_millicores",
-            "memory_mib",
-            "volumes",
-            "priority",
-            "max_runtime_minutes",
-            "preemptible",
-            "state",
-            "state_reason",
-            "state_changed_at",
-            "submitted_at",
-            "admitted_at",
-            "started_at",
-            "finished_at",
-            "exit_code",
-            "node",
-            "k8s_name",
-            "gpu_hours",
-            "queue",
-        ]
-        read_only_fields = fields
-
-    def get_gpu_hours(self, job: Job) -> float:
-        return round(job.gpu_hours(), 4)
-
-    @extend_schema_field(QueueSummarySerializer(allow_null=True))
-    def get_queue(self, job: Job) -> QueueSummary | None:
-        return selectors.queue_summary(job)
-
-
-class JobEventSerializer(serializers.ModelSerializer[JobEvent]):
-    class Meta:
-        model = JobEvent
-        fields = ["at", "kind", "from_state", "to_state", "reason", "message", "object_ref", "count"]
-        read_only_fields = fields
-
-
-class SpecSerializer(serializers.Serializer[Any]):
-    """Documentation of the typed spec; the service parses the body itself, strictly."""
-
-    name = serializers.CharField(required=False)
-    image = serializers.CharField()
-    command = serializers.ListField(child=serializers.CharField(), required=False)
-    args = serializers.ListField(child=serializers.CharField(), required=False)
-    env = serializers.ListField(child=serializers.DictField(child=serializers.CharField()), required=False)
-    gpus = serializers.IntegerField(required=False, min_value=0, max_value=8)
-    gpu_type = serializers.CharField(required=False)
-    mps_slices = serializers.IntegerField(required=False, min_value=0)
-    cpu_millicores = serializers.IntegerField(required=False)
-    memory_mib = serializers.IntegerField(required=False)
-    volumes = serializers.ListField(child=serializers.DictField(), required=False)
-    priority = serializers.ChoiceField(choices=Priority.choices, required=False)
-    max_runtime_minutes = serializers.IntegerField(required=False)
-    preemptible = serializers.BooleanField(required=False)
-
-
-class JobCreateSerializer(SpecSerializer):
-    project = serializers.SlugField()
-
-
-def _body(request: Request) -> dict[str, Any]:
+def json_body(request: Request) -> dict[str, Any]:
     if not isinstance(request.data, dict):
         raise ValidationError({"non_field_errors": ["Send a JSON object."]})
     return dict(request.data)
 
 
-def _project_for_create(request: Request, body: dict[str, Any]) -> Project:
+def project_for_create(request: Request, body: dict[str, Any]) -> Project:
     slug = body.pop("project", None)
     project = (
         project_list(user=request_user(request)).filter(slug=slug).first() if isinstance(slug, str) else None
@@ -151,7 +62,15 @@ def _project_for_create(request: Request, body: dict[str, Any]) -> Project:
     return project
 
 
-@extend_schema(parameters=[OpenApiParameter("state", enum=JobState.values), OpenApiParameter("project", str)])
+# The filters belong to the list only: on the actions they would document parameters that do nothing.
+@extend_schema_view(
+    list=extend_schema(
+        parameters=[
+            OpenApiParameter("state", enum=JobState.values, description="only jobs in this state"),
+            OpenApiParameter("project", str, description="only this project's jobs (a slug)"),
+        ]
+    )
+)
 class JobViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, viewsets.GenericViewSet[Job]):
     serializer_class = JobSerializer
     queryset = Job.objects.none()  # for the schema; get_queryset scopes to the user's projects
@@ -174,8 +93,8 @@ class JobViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, viewsets.Gene
 
     @extend_schema(request=JobCreateSerializer, responses={201: JobSerializer})
     def create(self, request: Request) -> Response:
-        body = _body(request)
-        project = _project_for_create(request, body)
+        body = json_body(request)
+        project = project_for_create(request, body)
         try:
             job = services.job_submit(
                 actor=request_user(request), project=project, data=body, request=request._request
@@ -209,10 +128,26 @@ class JobViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, viewsets.Gene
         return Response(JobSerializer(job).data, status=status.HTTP_201_CREATED)
 
     @extend_schema(responses={200: JobEventSerializer(many=True)})
-    @action(detail=True, methods=["get"])
+    @action(detail=True, methods=["get"], serializer_class=JobEventSerializer)
     def events(self, request: Request, id: str) -> Response:
+        """The job's timeline, oldest first, in pages like every list."""
         events = selectors.job_events(job=self.get_object())
-        return Response(JobEventSerializer(events, many=True).data)
+        page = self.paginate_queryset(events)  # type: ignore[arg-type]  # the viewset is typed for jobs
+        return self.get_paginated_response(JobEventSerializer(page, many=True).data)
+
+    @extend_schema(request=TemplateFromJobSerializer, responses={201: TemplateSerializer})
+    @action(detail=True, methods=["post"])
+    def template(self, request: Request, id: str) -> Response:
+        """Save this job's request (what a rerun would submit) as a template of its project."""
+        body = json_body(request)
+        template = template_services.template_from_job(
+            actor=request_user(request),
+            job=self.get_object(),
+            name=body.get("name"),
+            description=body.get("description", ""),
+            request=request._request,
+        )
+        return Response(TemplateSerializer(template).data, status=status.HTTP_201_CREATED)
 
     @extend_schema(parameters=[OpenApiParameter("follow", bool)], responses={(200, "text/plain"): str})
     @action(detail=True, methods=["get"])
@@ -249,68 +184,3 @@ class JobViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, viewsets.Gene
         if group != "job":
             rows = accounting.gpu_hours_rollup(rows, by=group)
         return accounting.csv_response(rows, f"gpu-hours-by-{group}.csv")
-
-
-class TemplateSerializer(serializers.ModelSerializer[JobTemplate]):
-    project: serializers.SlugRelatedField[Project] = serializers.SlugRelatedField(
-        slug_field="slug", read_only=True
-    )
-
-    class Meta:
-        model = JobTemplate
-        fields = ["id", "project", "name", "description", "spec", "created_at"]
-        read_only_fields = fields
-
-
-TemplateCreate = inline_serializer(
-    "TemplateCreate",
-    {
-        "project": serializers.SlugField(),
-        "name": serializers.CharField(),
-        "spec": SpecSerializer(),
-        "description": serializers.CharField(required=False),
-    },
-)
-
-
-class TemplateViewSet(
-    mixins.ListModelMixin,
-    mixins.RetrieveModelMixin,
-    mixins.DestroyModelMixin,
-    viewsets.GenericViewSet[JobTemplate],
-):
-    serializer_class = TemplateSerializer
-    queryset = JobTemplate.objects.none()
-    write_scope = TokenScope.SUBMIT
-
-    def get_queryset(self) -> Any:
-        if getattr(self, "swagger_fake_view", False):
-            return JobTemplate.objects.none()
-        return selectors.template_list(
-            user=request_user(self.request), project=self.request.query_params.get("project")
-        )
-
-    def get_object(self) -> JobTemplate:
-        pk = str(self.kwargs["pk"])
-        if not pk.isdigit():
-            raise Http404("No such template.")
-        return selectors.template_get(user=request_user(self.request), pk=int(pk))
-
-    @extend_schema(request=TemplateCreate, responses={201: TemplateSerializer})
-    def create(self, request: Request) -> Response:
-        body = _body(request)
-        project = _project_for_create(request, body)
-        template = template_services.template_create(
-            actor=request_user(request),
-            project=project,
-            name=body.get("name"),
-            spec=body.get("spec"),
-            description=body.get("description", ""),
-            request=request._request,
-        )
-        return Response(TemplateSerializer(template).data, status=status.HTTP_201_CREATED)
-
-    def perform_destroy(self, instance: JobTemplate) -> None:
-        template_services.template_delete(
-            actor=request_user(self.request), template=instance, request=self.request._request
-        )

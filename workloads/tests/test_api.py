@@ -85,7 +85,7 @@ def test_logs_serve_the_kept_tail_and_events_the_timeline(jobs_world: World) -> 
     body = b"".join(response.streaming_content)  # type: ignore[attr-defined]
     assert body == b"line 1\nline 2\n"
     events = client.get(f"/api/v1/jobs/{job_id}/events/").json()
-    assert events[0]["to_state"] == "queued"
+    assert events["results"][0]["to_state"] == "queued"
 
 
 def test_accounting_csv(jobs_world: World) -> None:

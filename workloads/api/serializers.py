@@ -1,0 +1,206 @@
+"""What the jobs and templates API sends, and the typed spec it documents for what it takes.
+
+The spec serializers only document: the services parse every body themselves, strictly
+(workloads.spec.parse_spec), with the project's limits. The bounds written here are the ones the
+parser applies whatever the project; the project's quota narrows the maxima further.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from drf_spectacular.utils import extend_schema_field, inline_serializer
+from rest_framework import serializers
+
+from accounts.models import Project
+from workloads import app_settings, selectors
+from workloads.choices import Priority
+from workloads.messages import QueueSummary
+from workloads.models import Job, JobEvent, JobTemplate
+
+INT_MAX = 2**31 - 1  # the stored quota fields' ceiling; a project's quota is the real one
+QUOTA = "At most the project's quota (`quota.{}` of GET /api/v1/projects/{{slug}}/)."
+IMAGE_HELP = (
+    "A full reference registry/repository[:tag][@sha256:digest]. Only images on the project's "
+    "allow-list (exact registry and repository, set by operators) are accepted; a refused image's "
+    "error names the allowed ones."
+)
+
+
+class QueueSummarySerializer(serializers.Serializer[Any]):
+    position = serializers.IntegerField(allow_null=True)
+    position_in_project = serializers.IntegerField(allow_null=True)
+    estimated_start = serializers.DateTimeField(allow_null=True)
+    code = serializers.CharField()
+    reason = serializers.CharField()
+    hints = serializers.ListField(child=serializers.CharField())
+    held = serializers.BooleanField()
+    text = serializers.CharField(help_text="The whole summary as one line, as the pages show it.")
+
+
+class EnvVarSerializer(serializers.Serializer[Any]):
+    name = serializers.RegexField(
+        r"^[A-Za-z_][A-Za-z0-9_]*$",
+        max_length=128,
+        help_text="Letters, digits and '_'; KUBERNETES_, NVIDIA_ and CUDA_ names are reserved.",
+    )
+    value = serializers.CharField(max_length=4096, allow_blank=True)
+
+
+# A plain class cannot declare a field named `read_only` (Field has that attribute), hence inline.
+VolumeMountSerializer = inline_serializer(
+    "VolumeMount",
+    {
+        "volume": serializers.CharField(help_text="One of the project's volumes, by name."),
+        "mount_path": serializers.CharField(
+            max_length=251, help_text="Absolute, without '..'; not /, /proc, /sys, /dev, /etc, /usr …"
+        ),
+        "read_only": serializers.BooleanField(
+            required=False, default=False, help_text="A volume the operators made read-only is always so."
+        ),
+    },
+)
+
+
+def _limited(field: str, minimum: int, default: int) -> serializers.IntegerField:
+    return serializers.IntegerField(
+        required=False,
+        min_value=minimum,
+        max_value=INT_MAX,
+        help_text=f"Default {default}. " + QUOTA.format(field),
+    )
+
+
+class SpecSerializer(serializers.Serializer[Any]):
+    """A job spec: typed fields only (an unknown key is refused)."""
+
+    name = serializers.CharField(required=False, max_length=80, allow_blank=True)
+    image = serializers.CharField(help_text=IMAGE_HELP)
+    command = serializers.ListField(
+        child=serializers.CharField(max_length=4096), required=False, max_length=64
+    )
+    args = serializers.ListField(child=serializers.CharField(max_length=4096), required=False, max_length=64)
+    env = serializers.ListField(child=EnvVarSerializer(), required=False, max_length=64)
+    gpus = serializers.IntegerField(
+        required=False,
+        min_value=0,
+        max_value=app_settings.max_gpus_per_job(),
+        help_text="Whole GPUs on one node. " + QUOTA.format("gpus"),
+    )
+    gpu_type = serializers.CharField(
+        required=False, max_length=63, help_text="A GPU product such as NVIDIA-GeForce-RTX-5090."
+    )
+    mps_slices = serializers.IntegerField(
+        required=False,
+        min_value=0,
+        max_value=INT_MAX,
+        help_text="MPS slices of a shared GPU, instead of whole GPUs. " + QUOTA.format("mps_slices"),
+    )
+    cpu_millicores = _limited("cpu_millicores", 100, 1000)
+    memory_mib = _limited("memory_mib", 64, 4096)
+    volumes = serializers.ListField(child=VolumeMountSerializer, required=False, max_length=16)
+    priority = serializers.ChoiceField(choices=Priority.choices, required=False)
+    max_runtime_minutes = _limited("max_runtime_minutes", 1, 60)
+    preemptible = serializers.BooleanField(
+        required=False, help_text="May borrow idle quota of others, and be preempted with notice."
+    )
+
+
+class JobCreateSerializer(SpecSerializer):
+    project = serializers.SlugField(help_text="One of your projects, by slug.")
+
+
+class JobSerializer(serializers.ModelSerializer[Job]):
+    id = serializers.UUIDField(source="uid", read_only=True)
+    project: serializers.SlugRelatedField[Project] = serializers.SlugRelatedField(
+        slug_field="slug", read_only=True
+    )
+    owner = serializers.EmailField(source="owner.email", read_only=True)
+    k8s_name = serializers.CharField(read_only=True)
+    gpu_hours = serializers.SerializerMethodField()
+    queue = serializers.SerializerMethodField(
+        help_text="Queued jobs: position, estimated start, reason, hints."
+    )
+
+    class Meta:
+        model = Job
+        fields = [
+            "id",
+            "name",
+            "project",
+            "owner",
+            "image",
+            "command",
+            "args",
+            "env",
+            "gpus",
+            "gpu_type",
+            "mps_slices",
+            "cpu_millicores",
+            "memory_mib",
+            "volumes",
+            "priority",
+            "max_runtime_minutes",
+            "preemptible",
+            "state",
+            "state_reason",
+            "state_changed_at",
+            "submitted_at",
+            "admitted_at",
+            "started_at",
+            "finished_at",
+            "exit_code",
+            "node",
+            "k8s_name",
+            "gpu_hours",
+            "queue",
+        ]
+        read_only_fields = fields
+
+    def get_gpu_hours(self, job: Job) -> float:
+        return round(job.gpu_hours(), 4)
+
+    @extend_schema_field(QueueSummarySerializer(allow_null=True))
+    def get_queue(self, job: Job) -> QueueSummary | None:
+        return selectors.queue_summary(job)
+
+
+class JobEventSerializer(serializers.ModelSerializer[JobEvent]):
+    class Meta:
+        model = JobEvent
+        fields = ["at", "kind", "from_state", "to_state", "reason", "message", "object_ref", "count"]
+        read_only_fields = fields
+
+
+class TemplateSerializer(serializers.ModelSerializer[JobTemplate]):
+    project: serializers.SlugRelatedField[Project] = serializers.SlugRelatedField(
+        slug_field="slug", read_only=True
+    )
+    spec = serializers.SerializerMethodField(help_text="The saved spec, as parsed when it was saved.")
+
+    class Meta:
+        model = JobTemplate
+        fields = ["id", "project", "name", "description", "spec", "created_at"]
+        read_only_fields = fields
+
+    @extend_schema_field(SpecSerializer)
+    def get_spec(self, template: JobTemplate) -> dict[str, Any]:
+        spec: dict[str, Any] = template.spec
+        return spec
+
+
+class TemplateWriteSerializer(serializers.Serializer[Any]):
+    """PUT replaces name, description and spec; PATCH changes only the fields it sends."""
+
+    name = serializers.CharField(max_length=80)
+    description = serializers.CharField(required=False, allow_blank=True)
+    spec = SpecSerializer(help_text="Replaces the saved spec whole.")
+
+
+class TemplateCreateSerializer(TemplateWriteSerializer):
+    project = serializers.SlugField(help_text="One of your projects, by slug.")
+
+
+class TemplateFromJobSerializer(serializers.Serializer[Any]):
+    name = serializers.CharField(max_length=80)
+    description = serializers.CharField(required=False, allow_blank=True)
