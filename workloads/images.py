@@ -43,3 +43,12 @@ def parse_image(text: str) -> ImageRef | None:
 
 def image_allowed(ref: ImageRef, rules: frozenset[tuple[str, str]]) -> bool:
     return (ref.registry, ref.repository) in rules
+
+
+def allowed_text(rules: frozenset[tuple[str, str]], most: int = 10) -> str:
+    """The allow-list in words, for a refused image's message (the first `most` rules, sorted)."""
+    if not rules:
+        return "This project allows no images yet; ask an operator to add one."
+    names = [f"{registry}/{repository}" for registry, repository in sorted(rules)]
+    more = f" and {len(names) - most} more" if len(names) > most else ""
+    return f"Allowed: {', '.join(names[:most])}{more} (any tag or digest)."

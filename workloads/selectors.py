@@ -16,7 +16,7 @@ from accounts.selectors import is_operator, project_list, project_role
 from workloads.choices import ACTIVE_STATES, TERMINAL_STATES, JobState
 from workloads.k8s.reconcilers.namespace import Tenant
 from workloads.messages import QueueSummary, queue_summary_of
-from workloads.models import GrantStatus, Job, JobEvent, JobTemplate, ProjectVolume, QuotaGrant
+from workloads.models import GrantStatus, ImageRule, Job, JobEvent, JobTemplate, ProjectVolume, QuotaGrant
 
 
 def job_list(*, user: User, state: str | None = None, project: str | None = None) -> QuerySet[Job]:
@@ -72,6 +72,21 @@ def template_get(*, user: User, pk: int) -> JobTemplate:
     return template
 
 
+def submit_catalog(*, projects: list[Project]) -> dict[str, dict[str, Any]]:
+    """Per project slug, what a job there may use: allowed images ("registry/repository") and
+    volumes (name -> read-only enforced). Two queries, whatever the number of projects."""
+    catalog: dict[str, dict[str, Any]] = {p.slug: {"images": [], "volumes": {}} for p in projects}
+    for slug, registry, repository in ImageRule.objects.filter(project__in=projects).values_list(
+        "project__slug", "registry", "repository"
+    ):
+        catalog[slug]["images"].append(f"{registry}/{repository}")
+    for slug, name, read_only in ProjectVolume.objects.filter(project__in=projects).values_list(
+        "project__slug", "name", "read_only"
+    ):
+        catalog[slug]["volumes"][name] = read_only
+    return catalog
+
+
 def quota_usage(*, project: Project) -> dict[str, int]:
     """What the project's admitted and running jobs hold now."""
     agg = Job.objects.filter(project=project, state__in=ACTIVE_STATES).aggregate(
@@ -86,7 +101,36 @@ def quota_usage(*, project: Project) -> dict[str, int]:
 
 def quota_headroom(*, project: Project) -> dict[str, int]:
     quota = Quota.objects.filter(project=project).first() or Quota(project=project)
-    used = quota_usage(project=project)
+    return _free(quota, quota_usage(project=project))
+
+
+def quota_headroom_list(*, projects: list[Project]) -> list[tuple[Project, dict[str, int]]]:
+    """quota_headroom of many projects in one query more (their quota rows come with them)."""
+    rows = (
+        Job.objects.filter(project__in=projects, state__in=ACTIVE_STATES)
+        .order_by()
+        .values("project_id")
+        .annotate(
+            gpus=Sum("gpus"),
+            mps_slices=Sum("mps_slices"),
+            cpu_millicores=Sum("cpu_millicores"),
+            memory_mib=Sum("memory_mib"),
+            jobs=Count("id"),
+        )
+    )
+    used = {row.pop("project_id"): {k: int(v or 0) for k, v in row.items()} for row in rows}
+    empty = dict.fromkeys(("gpus", "mps_slices", "cpu_millicores", "memory_mib", "jobs"), 0)
+    return [(p, _free(_quota_of(p), used.get(p.pk, empty))) for p in projects]
+
+
+def _quota_of(project: Project) -> Quota:
+    try:
+        return project.quota
+    except Quota.DoesNotExist:
+        return Quota(project=project)
+
+
+def _free(quota: Quota, used: dict[str, int]) -> dict[str, int]:
     return {
         "gpus": quota.gpus - used["gpus"],
         "mps_slices": quota.mps_slices - used["mps_slices"],

@@ -17,7 +17,7 @@ from typing import Any
 from django.core.exceptions import ValidationError
 
 from workloads.choices import Priority
-from workloads.images import image_allowed, parse_image
+from workloads.images import allowed_text, image_allowed, parse_image
 
 ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 RESERVED_ENV_PREFIXES = ("KUBERNETES_", "NVIDIA_", "CUDA_")
@@ -161,7 +161,8 @@ def _image(data: Mapping[str, Any], limits: SpecLimits, errors: _Errors) -> str:
     if ref is None:
         errors.add("image", "Give a full reference: registry/repository[:tag][@sha256:digest].")
     elif not image_allowed(ref, limits.images):
-        errors.add("image", f"{ref.registry}/{ref.repository} is not on this project's image allow-list.")
+        refused = f"{ref.registry}/{ref.repository} is not on this project's image allow-list."
+        errors.add("image", f"{refused} {allowed_text(limits.images)}")
     return value
 
 

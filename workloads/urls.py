@@ -8,5 +8,10 @@ urlpatterns = [
     path("<uuid:uid>/", views.job_detail, name="detail"),
     path("<uuid:uid>/cancel/", views.job_cancel, name="cancel"),
     path("<uuid:uid>/rerun/", views.job_rerun, name="rerun"),
+    path("<uuid:uid>/rerun/edit/", views.job_rerun_edit, name="rerun_edit"),
+    path("<uuid:uid>/save-template/", views.job_save_template, name="save_template"),
     path("projects/<slug:slug>/usage/", views.project_usage, name="project_usage"),
+    path("projects/<slug:slug>/templates/", views.project_templates, name="templates"),
+    path("templates/<int:pk>/edit/", views.template_edit, name="template_edit"),
+    path("templates/<int:pk>/delete/", views.template_delete, name="template_delete"),
 ]

@@ -20,6 +20,8 @@ PAGES: dict[str, Callable[[Fixed], str]] = {
     "node": lambda fx: f"/cluster/nodes/{fx.node.name}/",
     "project": lambda fx: "/me/projects/alpha/",
     "tokens": lambda fx: "/me/tokens/",
+    "templates": lambda fx: "/jobs/projects/alpha/templates/",
+    "submit": lambda fx: "/jobs/submit/",
 }
 
 
