@@ -1,5 +1,5 @@
-"""Operators' view of jobs: filters, cancel as an action, GPU-hours CSV; allow-lists, volumes,
-templates, orphan reports and the outbox."""
+"""Operators' view of jobs: filters, cancel as an action, GPU-hours CSV; allow-lists, templates,
+orphan reports and the outbox (volumes: `workloads.admin.volumes`)."""
 
 from __future__ import annotations
 
@@ -21,7 +21,6 @@ from workloads.models import (
     JobEvent,
     JobTemplate,
     OrphanReport,
-    ProjectVolume,
     ReconcileOutbox,
 )
 from workloads.services import jobs as job_services
@@ -108,12 +107,6 @@ class JobTemplateForm(forms.ModelForm):  # type: ignore[type-arg]
 @admin.register(ImageRule)
 class ImageRuleAdmin(AuditedAdmin):
     list_display = ("project", "registry", "repository", "note")
-    list_filter = ("project",)
-
-
-@admin.register(ProjectVolume)
-class ProjectVolumeAdmin(AuditedAdmin):
-    list_display = ("project", "name", "claim_name", "read_only")
     list_filter = ("project",)
 
 

@@ -63,3 +63,15 @@ def configmap(ns: str, name: str) -> str:
 
 def role_binding(ns: str, name: str) -> str:
     return f"/apis/rbac.authorization.k8s.io/v1/namespaces/{ns}/rolebindings/{name}"
+
+
+def claims(ns: str) -> str:
+    return f"/api/v1/namespaces/{ns}/persistentvolumeclaims"
+
+
+def claim(ns: str, name: str) -> str:
+    return f"{claims(ns)}/{name}"
+
+
+def storage_class(name: str) -> str:
+    return f"/apis/storage.k8s.io/v1/storageclasses/{name}"

@@ -45,14 +45,18 @@ from workloads.selectors import jobs_needing_reconcile, namespace_tenant, projec
 from workloads.services.evidence import GONE, evidence_judge
 from workloads.services.publisher import enqueue_reconcile, namespace_refresh, outbox_done, outbox_seen
 from workloads.services.transitions import job_note, job_transition
+from workloads.services.volumes import volumes_sync
 
 log = logging.getLogger(__name__)
 UUID = re.compile(r"[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}")
 
 
 def namespace_sync(*, project: Project, client: KubeClient) -> list[str]:
-    """Converge the project's namespace and its guard rails; returns the kinds touched."""
-    return reconcile_namespace(namespace_tenant(project=project), client)
+    """Converge the project's namespace, its guard rails and its volumes' claims; returns the kinds
+    touched (claims are written back to their rows instead)."""
+    touched = reconcile_namespace(namespace_tenant(project=project), client)
+    volumes_sync(project=project, client=client)
+    return touched
 
 
 def _guard_rails_elsewhere(project: Project) -> bool:
