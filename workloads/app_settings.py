@@ -20,6 +20,8 @@ def simulation() -> bool:
 
 
 def ttl_after_finished_s() -> int:
+    """`ttlSecondsAfterFinished` of every Job: Kubernetes' TTL controller removes a finished Job and
+    its pod this long after the end; the portal has kept the outcome, log tail and events by then."""
     return int(str(_get("GPUPORTAL_JOB_TTL_SECONDS", 7 * 24 * 3600)))
 
 
