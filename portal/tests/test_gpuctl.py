@@ -17,7 +17,7 @@ pytestmark = pytest.mark.django_db(transaction=True)
 @pytest.fixture
 def cli(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, live_server: Any) -> Any:
     cache.clear()  # the token-creation throttle and login limits live in the shared Redis cache
-    monkeypatch.setattr(gpuctl, "CONFIG", tmp_path / "gpuctl.json")
+    monkeypatch.setenv("GPUCTL_CONFIG", str(tmp_path / "gpuctl.json"))
     monkeypatch.setenv("GPUCTL_PASSWORD", PASSWORD)
 
     def run(*argv: str) -> tuple[int, str]:
@@ -29,7 +29,7 @@ def cli(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, live_server: Any) -> An
 
 def test_login_then_whoami_and_projects(world: World, cli: Any, capsys: pytest.CaptureFixture[str]) -> None:
     assert cli("login", "--url", cli.url, "--email", "bob@example.com")[0] == 0
-    assert gpuctl.CONFIG.stat().st_mode & 0o777 == 0o600
+    assert gpuctl.config_path().stat().st_mode & 0o777 == 0o600
     assert cli("whoami")[0] == 0
     assert cli("projects")[0] == 0
     assert cli("quota", "alpha")[0] == 0
@@ -44,7 +44,7 @@ def test_foreign_project_and_bad_submit_are_clear_errors(
     world: World, cli: Any, capsys: pytest.CaptureFixture[str]
 ) -> None:
     cli("login", "--url", cli.url, "--email", "bob@example.com")
-    assert cli("quota", "beta")[0] == 1
+    assert cli("quota", "beta")[0] == 4
     assert cli("submit", "-p", "alpha", "-i", "docker.io/library/busybox:1", "-g", "-1", "--", "true")[0] == 1
     err = capsys.readouterr().err
     assert "404" in err
@@ -55,9 +55,9 @@ def test_foreign_project_and_bad_submit_are_clear_errors(
 def test_wrong_password_and_no_login(
     world: World, cli: Any, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    assert cli("whoami")[0] == 1
+    assert cli("whoami")[0] == 3
     monkeypatch.setenv("GPUCTL_PASSWORD", "wrong")
-    assert cli("login", "--url", cli.url, "--email", "bob@example.com")[0] == 1
+    assert cli("login", "--url", cli.url, "--email", "bob@example.com")[0] == 3
     err = capsys.readouterr().err
     assert "Not logged in" in err
     assert "401" in err

@@ -1,0 +1,3 @@
+from portal.gpuctl.cli import main
+
+raise SystemExit(main())
