@@ -107,6 +107,7 @@ class SubmitForm(forms.Form):
             del self.fields["sim_run_seconds"]
             del self.fields["sim_exit_code"]
         self.volumes: Volumes = volumes or {}
+        self.max_rows = MAX_VOLUME_ROWS
         self.rows = volume_rows(self.data if self.is_bound else None, self.initial)
         self._add_volume_rows()
 

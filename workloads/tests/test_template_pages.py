@@ -290,3 +290,13 @@ def test_another_projects_template_is_404(jobs_world: World) -> None:
         not in client.get("/jobs/submit/").content.decode().split("template-choice")[-1][:200]
     )
     assert JobTemplate.objects.count() == 1
+
+
+def test_a_posted_third_volume_row_is_read(jobs_world: World) -> None:
+    """Add a volume (submit.js) posts rows past the two the form starts with."""
+    ProjectVolume.objects.create(project=jobs_world.alpha, name="refs", claim_name="refs", read_only=True)
+    rows = {"volume_0": "", "mount_path_0": "", "volume_1": "", "volume_2": "refs", "mount_path_2": "/r"}
+    response = session_client(jobs_world.member).post("/jobs/submit/", {**FORM, **rows})
+    assert response.status_code == 400
+    assert 'data-error-for="read_only_2"' in response.content.decode()
+    assert 'id="id_volume_3"' not in response.content.decode()

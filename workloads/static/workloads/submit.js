@@ -38,4 +38,45 @@
     }
   });
   update();
+
+  // "Add a volume" copies the last row with the next index (the server counts the posted rows).
+  const add = document.getElementById("add-volume");
+  function renumber(row, n) {
+    row.querySelectorAll("[id], [for], [name], [data-error-for]").forEach(function (el) {
+      ["id", "for", "name"].forEach(function (attr) {
+        const value = el.getAttribute(attr);
+        if (value) {
+          el.setAttribute(attr, value.replace(/_\d+(-help)?$/, "_" + n + "$1"));
+        }
+      });
+    });
+    row.querySelectorAll("[data-error-for]").forEach(function (el) { el.remove(); });
+    row.querySelectorAll("label").forEach(function (label) {
+      const text = label.firstChild;
+      if (text && text.nodeType === Node.TEXT_NODE) {
+        text.textContent = text.textContent.replace(/\d+/, String(n + 1));
+      }
+    });
+    row.querySelectorAll("select, input").forEach(function (input) {
+      if (input.type === "checkbox") {
+        input.checked = false;
+      } else {
+        input.value = "";
+      }
+      if (input.dataset.volumeRow !== undefined) {
+        input.dataset.volumeRow = String(n);
+      }
+    });
+  }
+  if (add) {
+    add.hidden = false;
+    add.addEventListener("click", function () {
+      const rows = document.querySelectorAll("[data-volume-grid]");
+      const copy = rows[rows.length - 1].cloneNode(true);
+      renumber(copy, rows.length);
+      rows[rows.length - 1].after(copy);
+      add.hidden = rows.length + 1 >= Number(add.dataset.maxRows);
+      copy.querySelector("select").focus();
+    });
+  }
 })();
