@@ -12,17 +12,27 @@ is not running. The reads are two LISTs made before any database transaction is 
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, NamedTuple
 
 from plugin.names import GPU_PRODUCT_LABEL, GPU_RESOURCE, SHARED_RESOURCE
+from workloads.admission.quantity import mebibytes, millicores
 from workloads.k8s import labels, paths
 from workloads.k8s.client import KubeClient
 from workloads.queue import NodeState, SharedGpu
 
 Obj = dict[str, Any]
 TERMINAL_PHASES = ("Succeeded", "Failed")
+
+
+class Reserved(NamedTuple):
+    """What admitted portal jobs whose pods are not bound yet hold on their planned node."""
+
+    gpus: int = 0
+    slices: int = 0
+    cpu_millicores: int = 0
+    memory_mib: int = 0
 
 
 @dataclass(frozen=True)
@@ -61,21 +71,36 @@ def _node_of(pod: Obj) -> str:
     return str((pod.get("spec") or {}).get("nodeName") or "")
 
 
-def _requests(pod: Obj, resource: str) -> int:
+def _count(value: object) -> int:
+    return int(str(value or 0))
+
+
+def _requests(pod: Obj, resource: str, parse: Callable[[object], int]) -> int:
     total = 0
     for container in (pod.get("spec") or {}).get("containers") or []:
         value = ((container.get("resources") or {}).get("requests") or {}).get(resource)
-        total += int(value or 0)
+        total += parse(value or 0)
     return total
 
 
-def _used(pods: Iterable[Obj], resource: str) -> dict[str, int]:
+def _used(pods: Iterable[Obj], resource: str, parse: Callable[[object], int] = _count) -> dict[str, int]:
     used: dict[str, int] = {}
     for pod in pods:
         node = _node_of(pod)
         if node:
-            used[node] = used.get(node, 0) + _requests(pod, resource)
+            used[node] = used.get(node, 0) + _requests(pod, resource, parse)
     return used
+
+
+def _memory_up(value: object) -> int:
+    return mebibytes(value, up=True)
+
+
+def _free(alloc: Obj, name: str, parse: Callable[[object], int], used: int) -> int | None:
+    """Free CPU or memory of a node; None where the node does not advertise it (not modelled)."""
+    if alloc.get(name) is None:
+        return None
+    return max(0, parse(alloc[name]) - used)
 
 
 def _shared(allocatable: int, used: int, sizes: list[int]) -> tuple[SharedGpu, ...]:
@@ -106,25 +131,30 @@ def _schedulable(node: Obj) -> bool:
 def node_states(
     cluster: LiveCluster,
     *,
-    reserved: Mapping[str, tuple[int, int]],
+    reserved: Mapping[str, Reserved],
     slices_per_gpu: int,
     slice_plan: Mapping[str, list[int]] | None = None,
 ) -> tuple[NodeState, ...]:
-    """`reserved`: node -> (gpus, slices) of admitted portal jobs whose pods are not bound yet.
-    `slice_plan`: node -> slices of each shared GPU, as set per GPU in the admin."""
-    gpus_used, slices_used = _used(cluster.pods, GPU_RESOURCE), _used(cluster.pods, SHARED_RESOURCE)
+    """`reserved`: node -> what admitted portal jobs whose pods are not bound yet hold there.
+    `slice_plan`: node -> slices of each shared GPU, as set per GPU in the admin. CPU and memory
+    free = allocatable minus the bound pods' requests and the reservations, as the scheduler sees it."""
+    pods = cluster.pods
+    gpus_used, slices_used = _used(pods, GPU_RESOURCE), _used(pods, SHARED_RESOURCE)
+    cpu_used, memory_used = _used(pods, "cpu", millicores), _used(pods, "memory", _memory_up)
     out = []
     for node in cluster.nodes:
         name = str(node["metadata"]["name"])
         alloc = (node.get("status") or {}).get("allocatable") or {}
         total = int(alloc.get(GPU_RESOURCE) or 0)
-        res_gpus, res_slices = reserved.get(name, (0, 0))
-        free = max(0, total - gpus_used.get(name, 0) - res_gpus)
+        res = reserved.get(name, Reserved())
+        free = max(0, total - gpus_used.get(name, 0) - res.gpus)
         advertised = int(alloc.get(SHARED_RESOURCE) or 0)
         sizes = _slice_sizes(advertised, slices_per_gpu, (slice_plan or {}).get(name))
-        shared = _shared(advertised, slices_used.get(name, 0) + res_slices, sizes)
+        shared = _shared(advertised, slices_used.get(name, 0) + res.slices, sizes)
         if not total and not shared:
             continue
         gpu_type = _labels(node).get(GPU_PRODUCT_LABEL, "")
-        out.append(NodeState(name, gpu_type, free, total, shared, _schedulable(node)))
+        cpu = _free(alloc, "cpu", millicores, cpu_used.get(name, 0) + res.cpu_millicores)
+        memory = _free(alloc, "memory", mebibytes, memory_used.get(name, 0) + res.memory_mib)
+        out.append(NodeState(name, gpu_type, free, total, shared, _schedulable(node), cpu, memory))
     return tuple(out)

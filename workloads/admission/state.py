@@ -13,7 +13,7 @@ from accounts.models import UserCap as UserCapRow
 from gpu import selectors as gpu_selectors
 from workloads import app_settings
 from workloads.accounting import expected_runtimes, fair_share_usage
-from workloads.admission.live import LiveCluster, node_states
+from workloads.admission.live import LiveCluster, Reserved, node_states
 from workloads.choices import ACTIVE_STATES, PRIORITY_RANK, JobState, Priority
 from workloads.models import GrantStatus, Job, QueueSettings, QuotaGrant
 from workloads.queue import (
@@ -54,6 +54,8 @@ def pending_of(job: Job) -> PendingJob:
         max_runtime_s=job.max_runtime_minutes * 60,
         held=job.held,
         front=job.queue_front,
+        cpu_millicores=job.cpu_millicores,
+        memory_mib=job.memory_mib,
     )
 
 
@@ -70,6 +72,8 @@ def running_of(job: Job, now: datetime) -> RunningJob:
         max_runtime_s=job.max_runtime_minutes * 60,
         borrowing=job.borrowing,
         preemptible=job.preemptible,
+        cpu_millicores=job.cpu_millicores,
+        memory_mib=job.memory_mib,
     )
 
 
@@ -108,6 +112,10 @@ def project_quotas(now: datetime) -> dict[str, ProjectQuota]:
             gpu_types=types.get(q.pk, {}),
             user_caps=caps.get(q.project_id, {}),
             grants=tuple(grants.get(q.project_id, ())),
+            # The ResourceQuota's requests.cpu and requests/limits.memory (k8s/builders.py): grants
+            # and borrowing raise only its GPU lines, so these are hard.
+            cpu_millicores=q.cpu_millicores,
+            memory_mib=q.memory_mib,
         )
     return out
 
@@ -122,12 +130,17 @@ def _notices(running: list[Job]) -> tuple[PreemptionNotice, ...]:
     )
 
 
-def _reserved(active: list[Job], bound: set[str]) -> dict[str, tuple[int, int]]:
-    out: dict[str, tuple[int, int]] = {}
+def _reserved(active: list[Job], bound: set[str]) -> dict[str, Reserved]:
+    out: dict[str, Reserved] = {}
     for job in active:
         if job.planned_node and str(job.uid) not in bound:
-            gpus, slices = out.get(job.planned_node, (0, 0))
-            out[job.planned_node] = (gpus + job.gpus, slices + job.mps_slices)
+            was = out.get(job.planned_node, Reserved())
+            out[job.planned_node] = Reserved(
+                was.gpus + job.gpus,
+                was.slices + job.mps_slices,
+                was.cpu_millicores + job.cpu_millicores,
+                was.memory_mib + job.memory_mib,
+            )
     return out
 
 

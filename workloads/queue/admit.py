@@ -13,7 +13,7 @@ import heapq
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 
-from workloads.queue.capacity import Ledger, Limit, Placement
+from workloads.queue.capacity import Ledger, Limit, NodeCap, Placement
 from workloads.queue.model import Admission, Code, JobId, PendingJob, Usage
 from workloads.queue.ordering import SortKey, sort_key
 
@@ -62,6 +62,17 @@ def quota_block(job: PendingJob, ledger: Ledger, lim: Limit) -> Block | None:
     return None
 
 
+def resource_block(job: PendingJob, ledger: Ledger, lim: Limit) -> Block | None:
+    """The project's CPU and memory headroom: hard limits (the namespace ResourceQuota's), which no
+    grant or borrowing raises, so a job over them waits instead of being refused by the API server."""
+    use = ledger.use(job.project)
+    if lim.cpu is not None and job.cpu_millicores and use.cpu + job.cpu_millicores > lim.cpu:
+        return Block("quota_cpu", {"used": use.cpu, "limit": lim.cpu, "need": job.cpu_millicores})
+    if lim.memory is not None and job.memory_mib and use.memory + job.memory_mib > lim.memory:
+        return Block("quota_memory", {"used": use.memory, "limit": lim.memory, "need": job.memory_mib})
+    return None
+
+
 def borrow_block(job: PendingJob, ledger: Ledger, lim: Limit) -> Block | None:
     pool = ledger.pool.get(lim.cohort)
     used = ledger.pool_used.get(lim.cohort)
@@ -78,7 +89,7 @@ def _type_ok(job: PendingJob, ledger: Ledger, lim: Limit, gpu_type: str) -> bool
     return top is None or ledger.types.get((job.project, gpu_type), 0) + job.gpus <= top
 
 
-def place_gpus(job: PendingJob, ledger: Ledger, lim: Limit) -> Placement | None:
+def place_gpus(job: PendingJob, ledger: Ledger, lim: Limit, resources: bool = True) -> Placement | None:
     """Best fit: the schedulable node of the right type with the fewest free GPUs that still fit."""
     best: tuple[int, str] | None = None
     for name, node in ledger.nodes.items():
@@ -86,19 +97,21 @@ def place_gpus(job: PendingJob, ledger: Ledger, lim: Limit) -> Placement | None:
             continue
         if job.gpu_type is not None and node.gpu_type != job.gpu_type:
             continue
-        if not _type_ok(job, ledger, lim, node.gpu_type):
+        if not _type_ok(job, ledger, lim, node.gpu_type) or (resources and not node.fits(job)):
             continue
         if best is None or (node.free, name) < best:
             best = (node.free, name)
     return Placement(best[1], job.gpus, ()) if best else None
 
 
-def place_slices(job: PendingJob, ledger: Ledger) -> Placement | None:
+def place_slices(job: PendingJob, ledger: Ledger, resources: bool = True) -> Placement | None:
     """Best fit on one shared GPU; else spread over the shared GPUs of one node, fullest card last."""
     single: tuple[int, str, int] | None = None
     spread: tuple[int, str] | None = None
     for name, node in ledger.nodes.items():
         if not node.schedulable or (job.gpu_type is not None and node.gpu_type != job.gpu_type):
+            continue
+        if resources and not node.fits(job):
             continue
         for idx, free in node.slices.items():
             if free >= job.slices and (single is None or (free, name, idx) < single):
@@ -126,9 +139,34 @@ def _node_block(job: PendingJob, ledger: Ledger, lim: Limit) -> Block:
     if job.gpus and job.gpu_type is not None and not _type_ok(job, ledger, lim, job.gpu_type):
         used = ledger.types.get((job.project, job.gpu_type), 0)
         return Block("quota_type", {"used": used, "limit": lim.gpu_types[job.gpu_type], "need": job.gpus})
+    if job.cpu_millicores or job.memory_mib:
+        fits_gpus = place_slices(job, ledger, False) if job.slices else place_gpus(job, ledger, lim, False)
+        if fits_gpus is not None:
+            return _resources_block(job, ledger, lim)
     if job.slices:
         return Block("no_node", {"need": job.slices, "largest": _largest_slices(ledger, job), "slices": 1})
     return Block("no_node", {"need": job.gpus, "largest": _largest(ledger, job)})
+
+
+def _resources_block(job: PendingJob, ledger: Ledger, lim: Limit) -> Block:
+    """GPUs are free somewhere, but no such node also has the job's CPU and memory free: say which,
+    with the most any such node has (memory among the nodes with enough CPU)."""
+    candidates = [n for n in ledger.nodes.values() if _gpus_fit(job, ledger, lim, n)]
+    size = {"gpus": job.slices or job.gpus, "slices": 1 if job.slices else 0}
+    cpus = [n.cpu for n in candidates if n.cpu is not None]
+    if cpus and max(cpus) < job.cpu_millicores:
+        return Block("node_cpu", {"need": job.cpu_millicores, "largest": max(cpus), **size})
+    enough_cpu = [n for n in candidates if n.cpu is None or n.cpu >= job.cpu_millicores]
+    mems = [n.memory for n in enough_cpu if n.memory is not None]
+    return Block("node_memory", {"need": job.memory_mib, "largest": max(mems, default=0), **size})
+
+
+def _gpus_fit(job: PendingJob, ledger: Ledger, lim: Limit, node: NodeCap) -> bool:
+    if not node.schedulable or job.gpu_type not in (None, node.gpu_type):
+        return False
+    if job.slices:
+        return sum(node.slices.values()) >= job.slices
+    return node.free >= job.gpus and _type_ok(job, ledger, lim, node.gpu_type)
 
 
 def _largest(ledger: Ledger, job: PendingJob) -> int:
@@ -148,7 +186,7 @@ def _largest_slices(ledger: Ledger, job: PendingJob) -> int:
 def attempt(job: PendingJob, ledger: Ledger, borrow: bool) -> Admission | Block:
     """Admit `job` against the ledger (taking its capacity) or say what stops it."""
     lim = ledger.limit(job.project)
-    blocked = _cap_block(job, ledger, lim)
+    blocked = _cap_block(job, ledger, lim) or resource_block(job, ledger, lim)
     if blocked is not None:
         return blocked
     over = quota_block(job, ledger, lim)

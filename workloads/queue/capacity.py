@@ -20,6 +20,14 @@ class NodeCap:
     free: int
     schedulable: bool
     slices: dict[int, int] = field(default_factory=dict)  # shared GPU index -> free slices
+    cpu: int | None = None  # free millicores; None: not modelled
+    memory: int | None = None  # free MiB; None: not modelled
+
+    def fits(self, job: Job) -> bool:
+        """The node has the job's CPU and memory free (always true where they are not modelled)."""
+        return (self.cpu is None or self.cpu >= job.cpu_millicores) and (
+            self.memory is None or self.memory >= job.memory_mib
+        )
 
 
 @dataclass
@@ -27,6 +35,8 @@ class Use:
     gpus: int = 0
     slices: int = 0
     jobs: int = 0
+    cpu: int = 0  # millicores
+    memory: int = 0  # MiB
 
 
 @dataclass(frozen=True)
@@ -41,6 +51,8 @@ class Limit:
     cohort: str
     grant_ids: tuple[int, ...]
     grant_gpus: int
+    cpu: int | None = None  # millicores; None: not limited
+    memory: int | None = None  # MiB; None: not limited
 
 
 @dataclass(frozen=True)
@@ -68,6 +80,8 @@ def limit_of(quota: ProjectQuota | None, now: datetime) -> Limit:
         cohort=quota.cohort or "",
         grant_ids=tuple(g.id for g in grants),
         grant_gpus=extra_g,
+        cpu=quota.cpu_millicores,
+        memory=quota.memory_mib,
     )
 
 
@@ -101,6 +115,7 @@ class Ledger:
         node.free -= place.gpus
         for idx, n in place.slice_placement:
             node.slices[idx] -= n
+        _node_resources(node, job, -1)
         self._count(job, node.gpu_type, +1)
 
     def release(self, job: Job, place: Placement) -> None:
@@ -110,6 +125,7 @@ class Ledger:
             node.free += place.gpus
             for idx, n in place.slice_placement:
                 node.slices[idx] = node.slices.get(idx, 0) + n
+            _node_resources(node, job, +1)
         self._count(job, node.gpu_type if node else (job.gpu_type or ""), -1)
 
     def _count(self, job: Job, gpu_type: str, sign: int) -> None:
@@ -117,25 +133,35 @@ class Ledger:
             use.gpus += sign * job.gpus
             use.slices += sign * job.slices
             use.jobs += sign
+            use.cpu += sign * job.cpu_millicores
+            use.memory += sign * job.memory_mib
         key = (job.project, gpu_type)
         self.types[key] = self.types.get(key, 0) + sign * job.gpus
 
     def copy(self) -> Ledger:
         def uses(d: dict[str, Use]) -> dict[str, Use]:
-            return {k: Use(v.gpus, v.slices, v.jobs) for k, v in d.items()}
+            return {k: Use(v.gpus, v.slices, v.jobs, v.cpu, v.memory) for k, v in d.items()}
 
         return Ledger(
             nodes={
-                k: NodeCap(n.gpu_type, n.free, n.schedulable, dict(n.slices)) for k, n in self.nodes.items()
+                k: NodeCap(n.gpu_type, n.free, n.schedulable, dict(n.slices), n.cpu, n.memory)
+                for k, n in self.nodes.items()
             },
             limits=self.limits,
             proj=uses(self.proj),
             types=dict(self.types),
-            users={k: Use(v.gpus, v.slices, v.jobs) for k, v in self.users.items()},
+            users={k: Use(v.gpus, v.slices, v.jobs, v.cpu, v.memory) for k, v in self.users.items()},
             pool=self.pool,
             pool_used=uses(self.pool_used),
             pool_reserved=dict(self.pool_reserved),
         )
+
+
+def _node_resources(node: NodeCap, job: Job, sign: int) -> None:
+    if node.cpu is not None:
+        node.cpu += sign * job.cpu_millicores
+    if node.memory is not None:
+        node.memory += sign * job.memory_mib
 
 
 def running_placement(job: RunningJob) -> Placement:
@@ -146,7 +172,14 @@ def build_ledger(state: ClusterState, now: datetime) -> Ledger:
     """Node free capacity is taken as given (it already excludes running jobs); quota use is
     counted from the running jobs."""
     nodes = {
-        n.name: NodeCap(n.gpu_type, n.free_gpus, n.schedulable, {s.index: s.free_slices for s in n.shared})
+        n.name: NodeCap(
+            n.gpu_type,
+            n.free_gpus,
+            n.schedulable,
+            {s.index: s.free_slices for s in n.shared},
+            n.free_cpu_millicores,
+            n.free_memory_mib,
+        )
         for n in state.nodes
     }
     limits = {p: limit_of(q, now) for p, q in state.quotas.items()}

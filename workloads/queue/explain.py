@@ -22,6 +22,7 @@ from workloads.queue.model import (
 )
 
 MAX_SHRINK_TRIES = 8
+RESOURCE_CODES = ("quota_cpu", "quota_memory", "node_cpu", "node_memory")
 
 
 def _size(n: int, slices: bool) -> str:
@@ -37,7 +38,21 @@ def _unit(numbers: Mapping[str, float]) -> str:
     return "slices" if numbers.get("slices") else "jobs" if numbers.get("jobs") else "GPUs"
 
 
+def _resource_sentence(block: Block, job: PendingJob) -> str:
+    """CPU and memory waits, e.g. "waiting for CPU: needs 8000m, 2000m of 16000m free in alpha"."""
+    n = {k: int(v) for k, v in block.numbers.items()}
+    what, unit = ("CPU", "m") if block.code.endswith("cpu") else ("memory", " MiB")
+    if block.code.startswith("quota"):
+        free, limit, need = max(0, n["limit"] - n["used"]), n["limit"], n["need"]
+        return f"waiting for {what}: needs {need}{unit}, {free}{unit} of {limit}{unit} free in {job.project}"
+    gpus = _size(n.get("gpus", 0), bool(n.get("slices"))).replace(" ", " free ", 1)
+    most = n["largest"]
+    return f"waiting for {what}: no node with {gpus} has {n['need']}{unit} free; the most is {most}{unit}"
+
+
 def sentence(block: Block, job: PendingJob) -> str:
+    if block.code in RESOURCE_CODES:
+        return _resource_sentence(block, job)
     n = {k: int(v) for k, v in block.numbers.items()}
     u = _unit(block.numbers)
     text = {
@@ -90,7 +105,7 @@ def _grant_hint(state: ClusterState, now: datetime, job: PendingJob, block: Bloc
 
 
 def hints(state: ClusterState, now: datetime, job: PendingJob, block: Block) -> tuple[str, ...]:
-    if block.code in ("held", "reclaiming", "unknown_type"):
+    if block.code in ("held", "reclaiming", "unknown_type", "quota_cpu", "quota_memory"):
         return ()
     out = [_shrink_hint(state, now, job), _grant_hint(state, now, job, block)]
     borrow = block.code == "quota" and not job.preemptible and state.settings.borrowing_enabled

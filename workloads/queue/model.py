@@ -16,7 +16,8 @@ JobId = int
 
 @dataclass(frozen=True)
 class PendingJob:
-    """A queued job. Exactly one of `gpus` (whole GPUs on one node) or `slices` (MPS) is > 0."""
+    """A queued job. Exactly one of `gpus` (whole GPUs on one node) or `slices` (MPS) is > 0.
+    `cpu_millicores` and `memory_mib` are its pod's requests (0: not counted)."""
 
     id: JobId
     project: str
@@ -30,6 +31,8 @@ class PendingJob:
     max_runtime_s: int = 86_400
     held: bool = False
     front: bool = False
+    cpu_millicores: int = 0
+    memory_mib: int = 0
 
 
 @dataclass(frozen=True)
@@ -48,6 +51,8 @@ class RunningJob:
     borrowing: bool = False
     preemptible: bool = False
     slice_placement: tuple[tuple[int, int], ...] = ()
+    cpu_millicores: int = 0
+    memory_mib: int = 0
 
 
 @dataclass(frozen=True)
@@ -61,7 +66,8 @@ class SharedGpu:
 
 @dataclass(frozen=True)
 class NodeState:
-    """Free whole GPUs already exclude the shared ones and those held by running jobs."""
+    """Free whole GPUs already exclude the shared ones and those held by running jobs. Free CPU and
+    memory likewise; None: not modelled (no limit)."""
 
     name: str
     gpu_type: str
@@ -69,6 +75,8 @@ class NodeState:
     total_gpus: int
     shared: tuple[SharedGpu, ...] = ()
     schedulable: bool = True
+    free_cpu_millicores: int | None = None
+    free_memory_mib: int | None = None
 
 
 @dataclass(frozen=True)
@@ -92,7 +100,9 @@ class Grant:
 @dataclass(frozen=True)
 class ProjectQuota:
     """Quota of one project. `cohort` limits borrowing to projects of the same cohort
-    (None: the whole cluster is one cohort). `gpu_types` caps whole GPUs per GPU type."""
+    (None: the whole cluster is one cohort). `gpu_types` caps whole GPUs per GPU type.
+    `cpu_millicores` and `memory_mib` are hard (the namespace ResourceQuota's; no grant or borrowing
+    raises them); None: not limited."""
 
     project: str
     gpus: int
@@ -102,6 +112,8 @@ class ProjectQuota:
     user_caps: Mapping[str, UserCap] = field(default_factory=dict)
     grants: tuple[Grant, ...] = ()
     cohort: str | None = None
+    cpu_millicores: int | None = None
+    memory_mib: int | None = None
 
 
 @dataclass(frozen=True)
@@ -165,6 +177,10 @@ Code = Literal[
     "quota",
     "quota_type",
     "no_node",
+    "quota_cpu",
+    "quota_memory",
+    "node_cpu",
+    "node_memory",
     "behind_head",
     "reclaiming",
     "no_borrow",
