@@ -65,6 +65,8 @@ def quota_block(job: PendingJob, ledger: Ledger, lim: Limit) -> Block | None:
 def resource_block(job: PendingJob, ledger: Ledger, lim: Limit) -> Block | None:
     """The project's CPU and memory headroom: hard limits (the namespace ResourceQuota's), which no
     grant or borrowing raises, so a job over them waits instead of being refused by the API server."""
+    if not (job.cpu_millicores or job.memory_mib):
+        return None
     use = ledger.use(job.project)
     if lim.cpu is not None and job.cpu_millicores and use.cpu + job.cpu_millicores > lim.cpu:
         return Block("quota_cpu", {"used": use.cpu, "limit": lim.cpu, "need": job.cpu_millicores})
@@ -92,12 +94,13 @@ def _type_ok(job: PendingJob, ledger: Ledger, lim: Limit, gpu_type: str) -> bool
 def place_gpus(job: PendingJob, ledger: Ledger, lim: Limit, resources: bool = True) -> Placement | None:
     """Best fit: the schedulable node of the right type with the fewest free GPUs that still fit."""
     best: tuple[int, str] | None = None
+    check = resources and bool(job.cpu_millicores or job.memory_mib)
     for name, node in ledger.nodes.items():
         if not node.schedulable or node.free < job.gpus:
             continue
         if job.gpu_type is not None and node.gpu_type != job.gpu_type:
             continue
-        if not _type_ok(job, ledger, lim, node.gpu_type) or (resources and not node.fits(job)):
+        if not _type_ok(job, ledger, lim, node.gpu_type) or (check and not node.fits(job)):
             continue
         if best is None or (node.free, name) < best:
             best = (node.free, name)
@@ -108,10 +111,11 @@ def place_slices(job: PendingJob, ledger: Ledger, resources: bool = True) -> Pla
     """Best fit on one shared GPU; else spread over the shared GPUs of one node, fullest card last."""
     single: tuple[int, str, int] | None = None
     spread: tuple[int, str] | None = None
+    check = resources and bool(job.cpu_millicores or job.memory_mib)
     for name, node in ledger.nodes.items():
         if not node.schedulable or (job.gpu_type is not None and node.gpu_type != job.gpu_type):
             continue
-        if resources and not node.fits(job):
+        if check and not node.fits(job):
             continue
         for idx, free in node.slices.items():
             if free >= job.slices and (single is None or (free, name, idx) < single):
