@@ -9,7 +9,7 @@ BIN := $(VENV)/bin
 export PATH := $(CURDIR)/$(BIN):$(PATH)
 
 .PHONY: demo test venv system-deps frontend services-up services-down lint typecheck layers pytest bench \
-        cluster-build cluster-up cluster-down proto gpu-check lock images
+        cluster-build cluster-up cluster-down proto gpu-check lock images oidc-provider
 
 include plugin/plugin.mk
 include deploy/localcluster/cluster.mk
@@ -51,10 +51,14 @@ typecheck: venv proto
 layers: venv
 	$(BIN)/lint-imports
 
-pytest: venv proto system-deps cluster-build images
+pytest: venv proto system-deps cluster-build images oidc-provider
 	source deploy/setup/services.sh env
 	bash deploy/setup/services.sh up
 	$(BIN)/python -m pytest $(PYTEST_ARGS)
+
+# The OpenID Connect provider the sign-in tests run (Go, cached; seconds when nothing changed).
+oidc-provider:
+	bash deploy/setup/oidc-provider.sh >/dev/null
 
 # The portal and node OCI images (no Docker engine), cached in ~/.cache/gpuportal/images/: seconds when
 # nothing changed. tests/images runs them.

@@ -17,6 +17,7 @@ import environ
 from django.core.exceptions import ImproperlyConfigured
 
 from plugin.names import SHARING_CONFIG_NAMESPACE
+from portal.settings_oidc import socialaccount_providers
 
 django_stubs_ext.monkeypatch()
 
@@ -24,12 +25,15 @@ BASE_DIR = Path(__file__).resolve().parent.parent
 env = environ.Env()
 
 _PRODUCTION_FLAG = env.bool("GPUPORTAL_PRODUCTION", default=False)
-DEBUG = env.bool("DEBUG", default=not _PRODUCTION_FLAG)
-# Debug off means a real deployment, flag or not: a half-hardened server (wildcard hosts, a known
-# secret key, cookies without Secure) is worse than one that refuses to start.
-PRODUCTION = _PRODUCTION_FLAG or not DEBUG
-if _PRODUCTION_FLAG and DEBUG:
-    raise ImproperlyConfigured("DEBUG is on with GPUPORTAL_PRODUCTION=1: debug pages show settings and code.")
+# `manage.py demo` sets GPUPORTAL_DEMO: embedded defaults, but the pages users see (404, 500), not
+# Django's debug pages, which show the URL configuration and settings to anyone.
+DEMO = env.bool("GPUPORTAL_DEMO", default=False)
+DEBUG = env.bool("DEBUG", default=not (_PRODUCTION_FLAG or DEMO))
+# Debug off means a real deployment, flag or not (the demo aside): a half-hardened server (wildcard
+# hosts, a known secret key, cookies without Secure) is worse than one that refuses to start.
+PRODUCTION = _PRODUCTION_FLAG or not (DEBUG or DEMO)
+if _PRODUCTION_FLAG and (DEBUG or DEMO):
+    raise ImproperlyConfigured("GPUPORTAL_PRODUCTION=1 with DEBUG or GPUPORTAL_DEMO on: pick one.")
 
 
 def _secret_key() -> str:
@@ -75,6 +79,8 @@ INSTALLED_APPS = [
     "allauth",
     "allauth.account",
     "allauth.mfa",
+    "allauth.socialaccount",
+    "allauth.socialaccount.providers.openid_connect",
     "accounts",
     "gpu",
     "workloads",
@@ -188,6 +194,12 @@ ACCOUNT_RATE_LIMITS = {
     "reset_password": "20/m/ip,5/m/key",
     "signup": "20/m/ip",
 }
+# OpenID Connect sign-in, off unless configured (portal/settings_oidc.py says how it links accounts).
+SOCIALACCOUNT_PROVIDERS = socialaccount_providers(env)
+SOCIALACCOUNT_ADAPTER = "accounts.adapters.SocialAccountAdapter"
+SOCIALACCOUNT_ALLOW_SIGNUPS = env.bool("GPUPORTAL_OIDC_ALLOW_SIGNUPS", default=False)
+SOCIALACCOUNT_EMAIL_AUTHENTICATION_AUTO_CONNECT = True  # a verified email's first sign-in links the account
+SOCIALACCOUNT_STORE_TOKENS = False
 MFA_SUPPORTED_TYPES = ["totp", "recovery_codes"]
 MFA_TOTP_ISSUER = env.str("GPUPORTAL_MFA_ISSUER", default="GPU portal")
 
@@ -229,6 +241,8 @@ SPECTACULAR_SETTINGS = {
     "SWAGGER_UI_FAVICON_HREF": "SIDECAR",
     "REDOC_DIST": "SIDECAR",
     "COMPONENT_SPLIT_REQUEST": True,
+    # Deep links put a link inside each operation's toggle button: nested controls (axe, WCAG 4.1.2).
+    "SWAGGER_UI_SETTINGS": {"deepLinking": False},
 }
 
 LANGUAGE_CODE = "en-us"

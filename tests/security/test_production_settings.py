@@ -11,7 +11,15 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[2]
 SECRET = "k" * 64 + "-not-a-real-secret-but-long-and-random-enough-for-the-check"
 # Variables that must not leak in from the developer's or CI's shell.
-CLEARED = ("DEBUG", "GPUPORTAL_PRODUCTION", "SECRET_KEY", "SECRET_KEY_FILE", "ALLOWED_HOSTS", "EMAIL_BACKEND")
+CLEARED = (
+    "DEBUG",
+    "GPUPORTAL_PRODUCTION",
+    "GPUPORTAL_DEMO",
+    "SECRET_KEY",
+    "SECRET_KEY_FILE",
+    "ALLOWED_HOSTS",
+    "EMAIL_BACKEND",
+)
 
 
 def read_settings(names: list[str], **env: str) -> subprocess.CompletedProcess[str]:
@@ -99,3 +107,59 @@ def test_debug_on_with_the_production_flag_refuses_to_start() -> None:
     result = read_settings(["DEBUG"], **env)
     assert result.returncode != 0
     assert "DEBUG" in result.stderr
+
+
+def test_the_demo_runs_without_debug_pages_and_without_production_hardening() -> None:
+    demo = values(read_settings(["DEBUG", "PRODUCTION", "ALLOWED_HOSTS"], GPUPORTAL_DEMO="1"))
+    assert demo == {"DEBUG": False, "PRODUCTION": False, "ALLOWED_HOSTS": ["*"]}
+    both = read_settings(["DEBUG"], GPUPORTAL_DEMO="1", GPUPORTAL_PRODUCTION="1")
+    assert both.returncode != 0
+    assert "pick one" in both.stderr
+
+
+def test_manage_py_demo_turns_the_demo_settings_on() -> None:
+    """`manage.py demo` (what `make demo` runs) sets GPUPORTAL_DEMO before the settings load."""
+    code = "\n".join(
+        [
+            "import runpy, sys",
+            "sys.argv = ['manage.py', 'demo', '--help']",
+            "try:",
+            "    runpy.run_path('manage.py', run_name='__main__')",
+            "except SystemExit:",
+            "    pass",
+            "from django.conf import settings",
+            "print('DEBUG', settings.DEBUG, 'PRODUCTION', settings.PRODUCTION)",
+        ]
+    )
+    base = {k: v for k, v in os.environ.items() if k not in CLEARED}
+    probe = subprocess.run(
+        [sys.executable, "-c", code],
+        cwd=ROOT,
+        env=base,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert probe.returncode == 0, probe.stderr
+    assert probe.stdout.strip().splitlines()[-1] == "DEBUG False PRODUCTION False"
+
+
+def test_an_oidc_provider_needs_its_client_credentials() -> None:
+    half = read_settings(
+        ["SOCIALACCOUNT_PROVIDERS"], GPUPORTAL_OIDC_SERVER_URL="https://idp.example/realms/lab"
+    )
+    assert half.returncode != 0
+    assert "GPUPORTAL_OIDC_CLIENT_ID" in half.stderr
+    whole = values(
+        read_settings(
+            ["SOCIALACCOUNT_PROVIDERS"],
+            GPUPORTAL_OIDC_SERVER_URL="https://idp.example/realms/lab",
+            GPUPORTAL_OIDC_CLIENT_ID="portal",
+            GPUPORTAL_OIDC_CLIENT_SECRET="s3cret",
+        )
+    )
+    providers = whole["SOCIALACCOUNT_PROVIDERS"]
+    assert isinstance(providers, dict)
+    app = providers["openid_connect"]["APPS"][0]
+    assert (app["client_id"], app["settings"]["server_url"]) == ("portal", "https://idp.example/realms/lab")
