@@ -216,6 +216,7 @@ def test_args_and_a_volume_mount_from_the_form(jobs_world: World) -> None:
     job = Job.objects.get()
     assert job.args == ["--name", "two words"]
     assert job.volumes == [{"volume": "data", "mount_path": "/data/in", "read_only": False}]
+    assert "<code>data</code> at <code>/data/in</code>" in client.get(f"/jobs/{job.uid}/").content.decode()
 
 
 def test_a_read_only_volume_is_refused_read_write(jobs_world: World) -> None:
