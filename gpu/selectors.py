@@ -115,10 +115,12 @@ def plugin_config(*, node: Node | None = None) -> dict[str, Any]:
     return {"gpus": {gpu.uuid: gpu.plugin_entry for gpu in gpus}}
 
 
-def shared_slices_by_node() -> dict[str, list[int]]:
-    """Node name -> the slice count of each of its shared GPUs (index order), as operators set them."""
+def shared_slices_by_node(*, include_deleted: bool = False) -> dict[str, list[int]]:
+    """Node name -> the slice count of each of its shared GPUs (index order), as operators set them.
+    `include_deleted`: nodes gone from the cluster too (accounting prices jobs that ran on them)."""
     out: dict[str, list[int]] = {}
-    shared = gpu_list().filter(sharing_mode=SharingMode.SHARED).order_by("node__name", "index")
+    gpus = Gpu.objects.all() if include_deleted else gpu_list()
+    shared = gpus.filter(sharing_mode=SharingMode.SHARED).order_by("node__name", "index")
     for name, slices in shared.values_list("node__name", "slices"):
         out.setdefault(name, []).append(int(slices))
     return out

@@ -5,13 +5,16 @@ formula). Readers: the queue's fair share (decayed GPU-hours per project and per
 the per-job export (API and admin CSV) and the usage history (GPU-hours per user or project per
 day, for the chart, the CSV and the API). A job's hours are split over the day buckets its run
 overlaps, so a week-long job counts on every day.
+
+MPS slices are priced with the slice count of the shared GPUs of the node the job ran on, as
+operators set them per GPU (`SlicePlan`), not with the cluster-wide default.
 """
 
 from __future__ import annotations
 
 import csv
 import io
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from datetime import datetime, timedelta
 from statistics import median
 from typing import Any
@@ -21,13 +24,39 @@ from django.http import HttpResponse
 from django.utils import timezone
 
 from accounts.models import User
+from gpu import selectors as gpu_selectors
+from workloads import app_settings
 from workloads.choices import JobState
 from workloads.models import Job
 from workloads.queue import Usage
-from workloads.queue.fairshare import UsageRecord, decayed
+from workloads.queue.fairshare import UsageRecord, decayed, gpu_equivalent
 from workloads.selectors import job_list
 
 HALF_LIVES_KEPT = 10  # older records weigh < 0.1 %
+SlicePlan = Mapping[str, int]  # node name -> slices per shared GPU
+
+
+def slice_plan() -> SlicePlan:
+    """Node -> slices per GPU, for nodes (gone ones too) whose shared GPUs all have one count."""
+    plan = gpu_selectors.shared_slices_by_node(include_deleted=True)
+    return {node: counts[0] for node, counts in plan.items() if len(set(counts)) == 1}
+
+
+def job_equivalent(job: Job, plan: SlicePlan) -> float:
+    """Whole GPUs, or the job's slices as a fraction of the GPU it ran on. The job records its node,
+    not which of the node's GPUs: where that cannot tell the count (never bound, node not shared now,
+    shared GPUs of mixed counts) the cluster-wide default applies. The plan is today's, so a count
+    changed after the job ran reprices it."""
+    per_gpu = plan.get(job.node or job.planned_node) or app_settings.mps_slices_per_gpu()
+    return gpu_equivalent(job.gpus, job.mps_slices, per_gpu)
+
+
+def job_gpu_hours(job: Job, now: datetime, plan: SlicePlan) -> float:
+    """Allocated GPU-hours of one job up to `now` (run time times `job_equivalent`)."""
+    if job.started_at is None:
+        return 0.0
+    hours = max(0.0, ((job.finished_at or now) - job.started_at).total_seconds() / 3600)
+    return hours * job_equivalent(job, plan)
 
 
 def _runs(qs: QuerySet[Job], since: datetime) -> QuerySet[Job]:
@@ -38,8 +67,11 @@ def _runs(qs: QuerySet[Job], since: datetime) -> QuerySet[Job]:
 def fair_share_usage(*, now: datetime, half_life_hours: float) -> Usage:
     """Decayed GPU-hours as of `now`, running jobs included up to now (age 0)."""
     since = now - timedelta(hours=half_life_hours * HALF_LIVES_KEPT)
+    plan = slice_plan()
     records = [
-        UsageRecord(job.project.slug, str(job.owner_id), job.gpu_hours(now), job.finished_at or now)
+        UsageRecord(
+            job.project.slug, str(job.owner_id), job_gpu_hours(job, now, plan), job.finished_at or now
+        )
         for job in _runs(Job.objects.all(), since)
     ]
     return decayed(records, now, half_life_hours)
@@ -66,11 +98,12 @@ def _day(at: datetime) -> datetime:
     return at.replace(hour=0, minute=0, second=0, microsecond=0)
 
 
-def _split(job: Job, now: datetime, since: datetime) -> Iterable[tuple[datetime, float]]:
+def _split(job: Job, now: datetime, since: datetime, plan: SlicePlan) -> Iterable[tuple[datetime, float]]:
     start, end = max(job.started_at or now, since), job.finished_at or now
+    size = job_equivalent(job, plan)
     while start < end:
         bucket_end = min(end, _day(start) + timedelta(days=1))
-        yield _day(start), (bucket_end - start).total_seconds() / 3600 * job.gpu_equivalent
+        yield _day(start), (bucket_end - start).total_seconds() / 3600 * size
         start = bucket_end
 
 
@@ -79,9 +112,10 @@ def usage_history(*, jobs: QuerySet[Job], group: str, days: int = 30) -> list[di
     now = timezone.now()
     since = _day(now) - timedelta(days=days - 1)
     totals: dict[tuple[str, str], float] = {}
+    plan = slice_plan()
     for job in _runs(jobs.select_related("owner"), since):
         key = job.project.slug if group == "project" else job.owner.email
-        for day, hours in _split(job, now, since):
+        for day, hours in _split(job, now, since, plan):
             totals[(day.date().isoformat(), key)] = totals.get((day.date().isoformat(), key), 0.0) + hours
     return [
         {"day": day, group: key, "gpu_hours": round(hours, 4)} for (day, key), hours in sorted(totals.items())
@@ -108,12 +142,12 @@ def gpu_hours_rows(
     qs = qs.filter(Q(gpus__gt=0) | Q(mps_slices__gt=0))
     if since is not None:
         qs = qs.filter(Q(finished_at__isnull=True) | Q(finished_at__gte=since))
-    now = timezone.now()
-    return [gpu_hours_row(job, now) for job in qs.order_by("started_at")]
+    now, plan = timezone.now(), slice_plan()
+    return [gpu_hours_row(job, now, plan=plan) for job in qs.order_by("started_at")]
 
 
-def gpu_hours_row(job: Job, now: datetime) -> dict[str, Any]:
-    """One job's line of the GPU-hours export (API and admin alike)."""
+def gpu_hours_row(job: Job, now: datetime, *, plan: SlicePlan) -> dict[str, Any]:
+    """One job's line of the GPU-hours export (API and admin alike); `plan` from `slice_plan()`."""
     return {
         "job": str(job.uid),
         "project": job.project.slug,
@@ -124,7 +158,7 @@ def gpu_hours_row(job: Job, now: datetime) -> dict[str, Any]:
         "gpu_type": job.gpu_type,
         "started_at": job.started_at.isoformat() if job.started_at else "",
         "finished_at": job.finished_at.isoformat() if job.finished_at else "",
-        "gpu_hours": round(job.gpu_hours(now), 4),
+        "gpu_hours": round(job_gpu_hours(job, now, plan), 4),
     }
 
 

@@ -14,7 +14,7 @@ from django.utils import timezone
 
 from accounts.admin import AuditedAdmin
 from accounts.models import User
-from workloads.accounting import csv_response, gpu_hours_row
+from workloads.accounting import csv_response, gpu_hours_row, slice_plan
 from workloads.models import (
     ImageRule,
     Job,
@@ -81,8 +81,8 @@ class JobAdmin(admin.ModelAdmin):  # type: ignore[type-arg]
 
     @admin.action(description="Export GPU-hours of the selected jobs (CSV)")
     def export_gpu_hours(self, request: HttpRequest, queryset: QuerySet[Job]) -> HttpResponse:
-        now = timezone.now()
-        rows = [gpu_hours_row(job, now) for job in queryset.select_related("project", "owner")]
+        now, plan = timezone.now(), slice_plan()
+        rows = [gpu_hours_row(job, now, plan=plan) for job in queryset.select_related("project", "owner")]
         return csv_response(rows, "gpu-hours.csv")
 
 
