@@ -17,6 +17,8 @@ from accounts.models import Project, Quota
 from tests.helm.chart import JSON, Kube
 from tests.helm.release import RELEASE, Release
 from workloads.k8s import builders
+from workloads.k8s.claims import build_claim
+from workloads.models import ProjectVolume
 
 pytestmark = pytest.mark.cluster
 GOLDEN = Path(__file__).parent / "golden"
@@ -45,6 +47,7 @@ FORBIDDEN = [
     ("delete", "validatingadmissionpolicybindings"),
     ("create", "customresourcedefinitions"),
     ("delete", "namespaces"),
+    ("delete", "persistentvolumeclaims"),  # a removed project volume keeps its data
     ("*", "*"),
 ]
 
@@ -184,3 +187,15 @@ def test_the_policy_and_rbac_refuse_bindings_beyond_the_tenant_roles(release: Re
     admin = builders.build_tenant_role_bindings(TENANT, {"cluster-admin": subjects})[0]
     out = as_provisioner(release, admin, check=False)
     assert "is attempting to grant RBAC permissions not currently held" in out or "cannot bind" in out
+
+
+def test_the_provisioner_makes_volume_claims_in_tenants_only(release: Release, tenant: str) -> None:
+    volume = ProjectVolume(
+        project=TENANT, name="scratch", claim_name="t04-scratch", storage_class="x", size_gib=1
+    )
+    claim = build_claim(volume, tenant)
+    as_provisioner(release, claim)
+    made = release.kube.get("persistentvolumeclaim", "t04-scratch", "-n", tenant)
+    assert made["spec"]["resources"]["requests"]["storage"] == "1Gi"
+    claim["metadata"]["namespace"] = "default"
+    assert "writes only namespaces named gp-*, not default" in as_provisioner(release, claim, check=False)
