@@ -2,7 +2,13 @@
 
 from __future__ import annotations
 
+import time
+from typing import Any
+
+from allauth.account import app_settings as allauth_settings
 from allauth.account.adapter import DefaultAccountAdapter
+from allauth.account.authentication import get_authentication_records
+from allauth.mfa.utils import is_mfa_enabled
 from allauth.socialaccount.adapter import DefaultSocialAccountAdapter
 from allauth.socialaccount.models import SocialLogin
 from django.conf import settings
@@ -12,6 +18,25 @@ from django.http import HttpRequest
 class AccountAdapter(DefaultAccountAdapter):
     def is_open_for_signup(self, request: HttpRequest) -> bool:
         return bool(settings.ACCOUNT_ALLOW_SIGNUPS)
+
+    def is_reauthentication_required(self, *, app: str, **kwargs: Any) -> bool:
+        """Setting up the first factor right after a password sign-in asks for no password again.
+
+        allauth asks before every MFA change; an operator the admin sends to set up MFA has just
+        typed the password, so asking again adds nothing. Removing or changing MFA still asks.
+        """
+        if app == "allauth.mfa" and _just_signed_in_without_mfa(self.request):
+            return False
+        return bool(super().is_reauthentication_required(app=app, **kwargs))
+
+
+def _just_signed_in_without_mfa(request: HttpRequest | None) -> bool:
+    if request is None or not request.user.is_authenticated or is_mfa_enabled(request.user):
+        return False
+    records = get_authentication_records(request, request.user)
+    last = records[-1] if records else {}
+    fresh_for = float(allauth_settings.REAUTHENTICATION_TIMEOUT)
+    return last.get("method") == "password" and time.time() - float(last.get("at", 0)) < fresh_for
 
 
 class SocialAccountAdapter(DefaultSocialAccountAdapter):
