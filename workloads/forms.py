@@ -34,10 +34,10 @@ def _split(text: str, what: str) -> list[str]:
 
 
 def volume_rows(data: Mapping[str, Any] | None, initial: Mapping[str, Any]) -> int:
-    """How many volume rows to show: one free row after the prefilled or posted ones."""
-    used = len(initial.get("volumes") or [])
+    """How many volume rows to show: one free row after the prefilled ones, or the posted ones."""
+    prefilled = [int(m[1]) + 2 for key in initial if (m := _ROW_KEY.match(key))]
     posted = [int(m[1]) + 1 for key in (data or {}) if (m := _ROW_KEY.match(key))]
-    return min(MAX_VOLUME_ROWS, max(VOLUME_ROWS, used + 1, *posted, 0))
+    return min(MAX_VOLUME_ROWS, max([VOLUME_ROWS, *prefilled, *posted]))
 
 
 def spec_initial(spec: Mapping[str, Any]) -> dict[str, Any]:

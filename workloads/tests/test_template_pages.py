@@ -301,3 +301,15 @@ def test_a_posted_third_volume_row_is_read(jobs_world: World) -> None:
     assert response.status_code == 400
     assert 'data-error-for="read_only_2"' in response.content.decode()
     assert 'id="id_volume_3"' not in response.content.decode()
+
+
+def test_a_prefilled_form_has_a_free_row_after_its_volumes(jobs_world: World) -> None:
+    ProjectVolume.objects.create(project=jobs_world.alpha, name="refs", claim_name="refs", read_only=True)
+    mounts = [{"volume": "data", "mount_path": "/data"}, {"volume": "refs", "mount_path": "/refs"}]
+    job = services.job_submit(
+        actor=jobs_world.member, project=jobs_world.alpha, data={**SPEC, "volumes": mounts}
+    )
+    page = session_client(jobs_world.member).get(f"/jobs/{job.uid}/rerun/edit/").content.decode()
+    assert 'value="/refs"' in page
+    assert 'id="id_volume_2"' in page
+    assert 'id="id_volume_3"' not in page
