@@ -11,6 +11,7 @@ from typing import Any
 
 from django import forms
 from django.contrib import admin, messages
+from django.db.models import QuerySet
 from django.http import HttpRequest
 
 from accounts.admin import AuditedAdmin
@@ -73,6 +74,17 @@ class ProjectVolumeAdmin(AuditedAdmin):
         ),
         ("In the cluster", {"fields": STATUS}),
     )
+
+    actions = ["check_claims"]
+
+    @admin.action(description="Check the selected volumes' claims in the cluster now")
+    def check_claims(self, request: HttpRequest, queryset: QuerySet[ProjectVolume]) -> None:
+        """The phase is what the last namespace reconcile saw; this asks for one per project now
+        (it also makes a claim whose first attempt failed)."""
+        projects = sorted(set(queryset.values_list("project_id", flat=True)))
+        for project_id in projects:
+            namespace_refresh(project_id)
+        self.message_user(request, f"Asked the cluster about {len(projects)} project(s); reload in a moment.")
 
     def get_readonly_fields(self, request: HttpRequest, obj: Any = None) -> tuple[str, ...]:
         if obj is None:

@@ -171,3 +171,17 @@ def test_the_change_page_explains_both_kinds_and_what_a_delete_keeps(world: Worl
     page = _admin(world).get(ADD).content.decode()
     assert "Existing claim: its name, storage class and size empty." in page
     assert "Deleting the volume keeps the claim and its data." in page
+
+
+def test_the_check_action_asks_for_one_namespace_reconcile_per_project(
+    world: World, monkeypatch: pytest.MonkeyPatch, django_capture_on_commit_callbacks: Any
+) -> None:
+    for project, name in [(world.alpha, "a"), (world.alpha, "b"), (world.beta, "c")]:
+        ProjectVolume.objects.create(project=project, name=name, claim_name=name)
+    sent = capture_sends(monkeypatch, TaskName.RECONCILE_NAMESPACE)
+    chosen = [str(pk) for pk in ProjectVolume.objects.values_list("pk", flat=True)]
+    form = {"action": "check_claims", "_selected_action": chosen}
+    with django_capture_on_commit_callbacks(execute=True):
+        response = _admin(world).post("/admin/workloads/projectvolume/", form, follow=True)
+    assert "Asked the cluster about 2 project(s)" in response.content.decode()
+    assert sorted(sent) == sorted([world.alpha.pk, world.beta.pk])
