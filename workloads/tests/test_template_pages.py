@@ -313,3 +313,12 @@ def test_a_prefilled_form_has_a_free_row_after_its_volumes(jobs_world: World) ->
     assert 'value="/refs"' in page
     assert 'id="id_volume_2"' in page
     assert 'id="id_volume_3"' not in page
+
+
+def test_the_allow_list_in_words() -> None:
+    from workloads.images import allowed_text
+
+    assert allowed_text(frozenset()) == "This project allows no images yet; ask an operator to add one."
+    many = frozenset((f"r{i:02d}.example.com", "team/x") for i in range(12))
+    assert allowed_text(many).startswith("Allowed: r00.example.com/team/x, r01.example.com/team/x")
+    assert allowed_text(many).endswith("r09.example.com/team/x and 2 more (any tag or digest).")
