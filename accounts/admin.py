@@ -87,6 +87,25 @@ class AuditedAdmin(admin.ModelAdmin):  # type: ignore[type-arg]
             self._audit(request, "admin.inline.change", obj, before=befores.get(obj.pk), after=after)
 
 
+class LabelledTabularInline(admin.TabularInline):  # type: ignore[type-arg]
+    """A tabular inline whose inputs have names: its labels are column headers, which assistive technology
+    does not tie to the inputs below them (axe-core: label, select-name). Each input is named by its
+    column and row instead."""
+
+    def get_formset(self, request: HttpRequest, obj: Any = None, **kwargs: Any) -> Any:
+        return _labelled(super().get_formset(request, obj, **kwargs))
+
+
+def _labelled(formset: Any) -> Any:
+    def add_fields(self: Any, form: Any, index: int | None) -> None:
+        formset.add_fields(self, form, index)
+        row = "new row" if index is None else f"row {index + 1}"
+        for name, field in form.fields.items():
+            field.widget.attrs.setdefault("aria-label", f"{field.label or name}, {row}")
+
+    return type(formset.__name__, (formset,), {"add_fields": add_fields})
+
+
 @admin.register(User)
 class PortalUserAdmin(AuditedAdmin, UserAdmin[User]):
     list_display = ("email", "username", "is_staff", "is_active", "last_login", "date_joined")
@@ -95,6 +114,10 @@ class PortalUserAdmin(AuditedAdmin, UserAdmin[User]):
     ordering = ("email",)
     fieldsets = (*UserAdmin.fieldsets, ("Portal", {"fields": ("notify_by_email",)}))  # type: ignore[misc]
     add_fieldsets = ((None, {"fields": ("username", "email", "password1", "password2")}),)
+    # Plain multi-selects and read-only timestamps: the two-pane filter widget and the split date-time
+    # inputs render controls without names for assistive technology (axe-core: aria-prohibited-attr, label).
+    filter_horizontal = ()
+    readonly_fields = ("last_login", "date_joined")
 
     def user_change_password(self, request: HttpRequest, id: str, form_url: str = "") -> HttpResponse:
         # Django's own password view saves through its form, not save_model: audit it here.
@@ -111,13 +134,13 @@ class QuotaInline(admin.StackedInline):  # type: ignore[type-arg]
     can_delete = False
 
 
-class MembershipInline(admin.TabularInline):  # type: ignore[type-arg]
+class MembershipInline(LabelledTabularInline):
     model = Membership
     extra = 0
     autocomplete_fields = ("user",)
 
 
-class UserCapInline(admin.TabularInline):  # type: ignore[type-arg]
+class UserCapInline(LabelledTabularInline):
     model = UserCap
     extra = 0
     autocomplete_fields = ("user",)
@@ -155,7 +178,7 @@ class ProjectAdmin(AuditedAdmin):
         return obj.memberships.count()
 
 
-class GpuTypeLimitInline(admin.TabularInline):  # type: ignore[type-arg]
+class GpuTypeLimitInline(LabelledTabularInline):
     model = GpuTypeLimit
     extra = 0
 
