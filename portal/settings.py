@@ -17,7 +17,7 @@ import environ
 from django.core.exceptions import ImproperlyConfigured
 
 from plugin.names import SHARING_CONFIG_NAMESPACE
-from portal.settings_oidc import socialaccount_providers
+from portal.settings_oidc import form_action_origins, socialaccount_providers
 
 django_stubs_ext.monkeypatch()
 
@@ -224,7 +224,8 @@ REST_FRAMEWORK = {
     "DEFAULT_PAGINATION_CLASS": "portal.api.pagination.Pagination",
     "PAGE_SIZE": 50,
     "DEFAULT_FILTER_BACKENDS": ["django_filters.rest_framework.DjangoFilterBackend"],
-    "DEFAULT_SCHEMA_CLASS": "drf_spectacular.openapi.AutoSchema",
+    "DEFAULT_SCHEMA_CLASS": "portal.api.schema.PortalAutoSchema",  # errors documented on every operation
+    "DEFAULT_PARSER_CLASSES": ["rest_framework.parsers.JSONParser"],  # JSON only: a form body is a clear 415
     "EXCEPTION_HANDLER": "portal.api.errors.exception_handler",
     "DEFAULT_THROTTLE_RATES": {"token_create": "10/min"},
     "UNAUTHENTICATED_USER": "django.contrib.auth.models.AnonymousUser",
@@ -278,7 +279,7 @@ CONTENT_SECURITY_POLICY = {
         "img-src": ["'self'", "data:"],
         "connect-src": ["'self'"],
         "frame-ancestors": ["'none'"],
-        "form-action": ["'self'"],
+        "form-action": ["'self'", *form_action_origins(env)],  # and the OIDC provider's sign-in
         "base-uri": ["'self'"],
         "object-src": ["'none'"],
     }

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlsplit
 
 import environ
 from django.core.exceptions import ImproperlyConfigured
@@ -36,6 +37,12 @@ def socialaccount_providers(env: environ.Env) -> dict[str, Any]:
         secret=_secret(env),
         name=env.str("GPUPORTAL_OIDC_NAME", default="single sign-on"),
     )
+
+
+def form_action_origins(env: environ.Env) -> list[str]:
+    """The provider's origin, where the sign-in form's redirect goes (CSP form-action covers it)."""
+    parts = urlsplit(env.str("GPUPORTAL_OIDC_SERVER_URL", default=""))
+    return [f"{parts.scheme}://{parts.netloc}"] if parts.scheme and parts.netloc else []
 
 
 def oidc_providers(*, server_url: str, client_id: str, secret: str, name: str) -> dict[str, Any]:
