@@ -16,11 +16,24 @@ from rest_framework import exceptions
 from rest_framework.response import Response
 from rest_framework.views import exception_handler as drf_exception_handler
 
+MAX_BODY_TEXT = "2.5 MB"  # Django's DATA_UPLOAD_MAX_MEMORY_SIZE default, which the portal keeps
+
 
 class BodyTooLarge(exceptions.APIException):
     status_code = 413
     default_code = "body_too_large"
-    default_detail = "The request body is larger than the portal accepts (2.5 MB); send less."
+    default_detail = f"The request body is larger than the portal accepts ({MAX_BODY_TEXT}); send less."
+
+
+class NotJson(exceptions.UnsupportedMediaType):
+    """DRF's own 415 says only that the type is unsupported; say what to send instead."""
+
+    def __init__(self, media_type: str) -> None:
+        super().__init__(
+            media_type,
+            detail=f"The API takes JSON bodies only: send Content-Type: application/json "
+            f"(this request sent {media_type or 'no type'}).",
+        )
 
 
 def _from_django(exc: Exception) -> Exception:
@@ -33,6 +46,8 @@ def _from_django(exc: Exception) -> Exception:
         return exceptions.PermissionDenied(str(exc) or None)
     if isinstance(exc, Http404):
         return exceptions.NotFound(str(exc) or None)
+    if isinstance(exc, exceptions.UnsupportedMediaType) and not isinstance(exc, NotJson):
+        return NotJson(exc.args[0] if exc.args else "")
     return exc
 
 

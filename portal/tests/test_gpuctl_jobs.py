@@ -159,3 +159,25 @@ def test_exit_codes_for_usage_auth_and_an_unreachable_portal(
     gpuctl.config_path().write_text('{"url": "http://127.0.0.1:9", "token": "x"}', encoding="utf-8")
     assert cli("jobs") == 5
     assert "cannot reach the portal" in capsys.readouterr().err
+
+
+def test_usage_daily_reads_every_page_of_the_usage_list(
+    world: World, cli: Any, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from datetime import timedelta
+
+    from django.utils import timezone
+
+    start = timezone.now() - timedelta(days=59)  # 60 UTC days: more than one page of 50
+    Job.objects.create(
+        project=world.alpha, owner=world.member, image=IMAGE, state="succeeded", gpus=1,
+        started_at=start, finished_at=timezone.now(),
+    )  # fmt: skip
+    capsys.readouterr()
+    assert cli("usage", "--daily", "--days", "90") == 0
+    rows = capsys.readouterr().out.splitlines()
+    assert rows[0].split() == ["DAY", "KEY", "GPU_HOURS"]
+    assert len(rows) == 61
+    assert all(" alpha " in row for row in rows[1:])
+    assert cli("usage", "--daily", "--days", "999") == 1
+    assert "days" in capsys.readouterr().err

@@ -12,11 +12,12 @@ from typing import Any
 from django.core.exceptions import ValidationError
 from django.http import HttpResponse
 from django.utils.dateparse import parse_datetime
+from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import OpenApiParameter, extend_schema, inline_serializer
 from rest_framework import mixins, serializers, status, viewsets
+from rest_framework.generics import GenericAPIView
 from rest_framework.request import Request
 from rest_framework.response import Response
-from rest_framework.views import APIView
 
 from accounts.api import request_user
 from accounts.choices import TokenScope
@@ -109,38 +110,62 @@ def usage_jobs(request: Request) -> Any:
     return job_list(user=request_user(request), project=project)
 
 
-class UsageView(APIView):
-    """GPU-hours per user or project per day (my projects), as JSON or CSV (?export=csv)."""
+class UsageRowSerializer(serializers.Serializer[Any]):
+    day = serializers.DateField(help_text="A UTC day.")
+    key = serializers.CharField(
+        help_text="The project's slug (group=project) or the user's email (group=user)."
+    )
+    gpu_hours = serializers.FloatField(help_text="GPU-hours held that day (slices count as a fraction).")
+
+    class Meta:
+        ref_name = "UsageRow"
+
+
+def _usage_params(request: Request) -> tuple[str, int, str]:
+    params = request.query_params
+    group, bucket, export = (
+        params.get("group", "project"),
+        params.get("bucket", "day"),
+        params.get("export", "json"),
+    )
+    if group not in ("user", "project"):
+        raise ValidationError({"group": ["user or project."]})
+    if bucket != "day":
+        raise ValidationError({"bucket": ["day (the only bucket so far)."]})
+    if export not in ("json", "csv"):
+        raise ValidationError({"export": ["json or csv."]})
+    days = params.get("days", "30")
+    if not days.isdigit() or not 1 <= int(days) <= 366:
+        raise ValidationError({"days": ["A whole number from 1 to 366."]})
+    return group, int(days), export
+
+
+class UsageView(GenericAPIView[Any]):
+    """GPU-hours per user or project per day (my projects): JSON in pages like every list, or the
+    whole history as CSV (?export=csv, with a `project` or `user` column)."""
+
+    serializer_class = UsageRowSerializer
+    filter_backends: list[Any] = []  # rows computed per day, not a queryset to filter
 
     @extend_schema(
+        operation_id="v1_usage_list",
         parameters=[
-            OpenApiParameter("project", str),
-            OpenApiParameter("group", enum=["user", "project"]),
+            OpenApiParameter("project", str, description="only this project's jobs (a slug)"),
+            OpenApiParameter("group", enum=["user", "project"], description="default project"),
             OpenApiParameter("bucket", enum=["day"]),
-            OpenApiParameter("days", int),
-            OpenApiParameter("export", enum=["json", "csv"]),
+            OpenApiParameter("days", int, description="how many days back, 1 to 366 (default 30)"),
+            OpenApiParameter("export", enum=["json", "csv"], description="csv: every row, no pages"),
         ],
         responses={
-            200: inline_serializer(
-                "UsageRow",
-                {
-                    "day": serializers.DateField(),
-                    "key": serializers.CharField(),
-                    "gpu_hours": serializers.FloatField(),
-                },
-                many=True,
-            )
+            (200, "application/json"): UsageRowSerializer(many=True),
+            (200, "text/csv"): OpenApiTypes.STR,
         },
     )
     def get(self, request: Request) -> Response | HttpResponse:
-        params = request.query_params
-        group = params.get("group", "project")
-        if group not in ("user", "project") or params.get("bucket", "day") != "day":
-            raise ValidationError({"group": ["group is user or project; bucket is day."]})
-        days = params.get("days", "30")
-        if not days.isdigit() or not 1 <= int(days) <= 366:
-            raise ValidationError({"days": ["1 to 366."]})
-        rows = usage_history(jobs=usage_jobs(request), group=group, days=int(days))
-        if params.get("export") == "csv":
+        group, days, export = _usage_params(request)
+        rows = usage_history(jobs=usage_jobs(request), group=group, days=days)
+        if export == "csv":
             return csv_response(rows, f"usage-by-{group}.csv")
-        return Response(rows)
+        page = self.paginate_queryset(rows)  # type: ignore[arg-type]  # a list pages like a queryset
+        data = [{"day": row["day"], "key": row[group], "gpu_hours": row["gpu_hours"]} for row in page or []]
+        return self.get_paginated_response(data)

@@ -128,7 +128,7 @@ def test_events_come_in_pages(jobs_world: World, template: JobTemplate) -> None:
     from workloads.models import JobEvent
 
     job = services.template_submit(actor=jobs_world.member, template=template)
-    JobEvent.objects.bulk_create(JobEvent(job=job, kind="event", message=f"m{i}") for i in range(60))
+    JobEvent.objects.bulk_create(JobEvent(job=job, kind="k8s", message=f"m{i}") for i in range(60))
     client = api_client(jobs_world.member)
     first = client.get(f"/api/v1/jobs/{job.uid}/events/?page_size=50").json()
     assert (first["count"], len(first["results"])) == (61, 50)
