@@ -190,6 +190,9 @@ def _volume_item_error(item: Any, limits: SpecLimits) -> str | None:
         return f"{name}: cannot mount over {normal}."
     if not isinstance(read_only, bool):
         return f"{name}: read_only must be true or false."
+    if limits.volumes[name] and "read_only" in item and not read_only:
+        # Asked read-write, would get read-only: refuse, so nothing writes where it thinks it can.
+        return f"{name} is read-only in this project: mount it with read_only true."
     return None
 
 

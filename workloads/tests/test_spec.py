@@ -108,3 +108,8 @@ def test_it_caps_runtime_at_the_quota() -> None:
 
 def test_it_refuses_non_objects() -> None:
     assert "non_field_errors" in errors_of(["image"])
+
+
+def test_a_read_only_volume_asked_read_write_is_refused_not_quietly_changed() -> None:
+    asked = {"image": IMAGE, "volumes": [{"volume": "ro", "mount_path": "/data", "read_only": False}]}
+    assert errors_of(asked)["volumes"] == ["ro is read-only in this project: mount it with read_only true."]
