@@ -31,7 +31,7 @@ def cli(world: World, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, live_serv
     return lambda *argv: gpuctl.main(list(argv))
 
 
-def later(seconds: float, change: Callable[[], None]) -> threading.Thread:
+def later(seconds: float, change: Callable[[], object]) -> threading.Thread:
     """Change the database from another thread while the CLI polls (as the controller would)."""
 
     def run() -> None:
