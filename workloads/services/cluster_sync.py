@@ -40,7 +40,7 @@ from workloads.k8s.reconcilers.base import NeedsUpdate, Obj
 from workloads.k8s.reconcilers.job import JobReconciler
 from workloads.k8s.reconcilers.namespace import reconcile_namespace, reconcile_quota
 from workloads.k8s.status import Observation, observe
-from workloads.models import Job, JobEvent, OrphanReport
+from workloads.models import Job, JobEvent, OrphanReport, ProjectVolume
 from workloads.selectors import jobs_needing_reconcile, namespace_tenant, project_claims
 from workloads.services.evidence import GONE, evidence_judge
 from workloads.services.publisher import enqueue_reconcile, namespace_refresh, outbox_done, outbox_seen
@@ -82,12 +82,16 @@ def job_reconcile(*, job_id: int, client: KubeClient) -> None:
 def job_sync(*, job: Job, client: KubeClient) -> None:
     """Converge one job as loaded (the steps are in the module docstring)."""
     seen = outbox_seen(job.pk)  # the request this run answers; one written meanwhile stays
-    r = JobReconciler(job, client, claims=project_claims(project=job.project))
+    claims = project_claims(project=job.project)
+    r = JobReconciler(job, client, claims=claims)
     if job.state == JobState.CANCELLED:
         _cancel(r, seen=seen)
         return
     current = r.current()
     if current is None and job.created_in_cluster_at is None and not job.is_terminal:
+        if _volume_removed(job, claims):
+            _cancel(r, seen=seen)
+            return
         _create(r)
         if Job.objects.filter(pk=job.pk, state=JobState.CANCELLED).exists():
             _cancel(r, seen=seen, force=True)  # cancelled while we were creating: take it back
@@ -106,6 +110,18 @@ def job_sync(*, job: Job, client: KubeClient) -> None:
         fault_point("after_suspend_patch")
     _observe(r, current)
     outbox_done(job.pk, seen=seen)
+
+
+def _volume_removed(job: Job, claims: dict[str, ProjectVolume]) -> bool:
+    """A volume the job mounts was removed from its project before the job was made: cancel it with
+    the reason (it can never start as asked) instead of failing to build it on every retry."""
+    gone = sorted({v["volume"] for v in job.volumes} - set(claims))
+    if not gone:
+        return False
+    reason = f"volume {', '.join(gone)} was removed from the project before the job started"
+    job_transition(job=job, to=JobState.CANCELLED, reason=reason)
+    job.refresh_from_db()
+    return True
 
 
 def _suspend_as_now(r: JobReconciler, current: Obj) -> Obj:

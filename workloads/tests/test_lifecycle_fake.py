@@ -208,3 +208,19 @@ def test_a_queued_job_leaves_the_queue_only_through_admission(jobs_world: World,
     assert not job_transition(job=job, to=to, reason="pods seen without admission")
     job.refresh_from_db()
     assert job.state == JobState.QUEUED
+
+
+def test_a_volume_removed_before_the_job_was_made_cancels_it_with_the_reason(
+    jobs_world: World, fake_kube: FakeKube
+) -> None:
+    from workloads.models import ProjectVolume
+
+    volume = ProjectVolume.objects.create(project=jobs_world.alpha, name="scratch", claim_name="scratch")
+    job = submit(jobs_world, volumes=[{"volume": "scratch", "mount_path": "/scratch"}])
+    volume.delete()
+    reconcile_job(job.pk)
+    job.refresh_from_db()
+    assert job.state == JobState.CANCELLED
+    assert job.state_reason == "volume scratch was removed from the project before the job started"
+    assert paths.job(job.namespace, job.k8s_name) not in fake_kube.objects
+    assert not ReconcileOutbox.objects.filter(job=job).exists()
