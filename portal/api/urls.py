@@ -8,6 +8,7 @@ from accounts.api_login import PasswordTokenView
 from accounts.api_webhooks import ProjectWebhookView
 from gpu.api import GpuViewSet, IngestView, NodeViewSet
 from workloads.api.jobs import JobViewSet
+from workloads.api.projects import ProjectAllowedView
 from workloads.api.queue import GrantViewSet, UsageView
 from workloads.api.templates import TemplateViewSet
 
@@ -25,6 +26,7 @@ router.register("gpus", GpuViewSet, basename="gpu")
 urlpatterns = [
     path("me/", MeView.as_view(), name="me"),
     path("projects/<slug:project_slug>/webhook/", ProjectWebhookView.as_view(), name="project-webhook"),
+    path("projects/<slug:project_slug>/allowed/", ProjectAllowedView.as_view(), name="project-allowed"),
     path("usage/", UsageView.as_view(), name="usage"),
     path("auth/token/", PasswordTokenView.as_view(), name="auth-token"),
     path("ingest/samples", IngestView.as_view(), name="ingest-samples"),  # the agent contract's path

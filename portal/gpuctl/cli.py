@@ -52,9 +52,15 @@ def cmd_projects(args: argparse.Namespace) -> str:
 
 
 def cmd_quota(args: argparse.Namespace) -> str:
+    """The quota, then what a job may use: images (any tag of each) and volumes by name."""
     with client() as http:
         project = check(http.get(f"/api/v1/projects/{args.project}/"))
-    return "\n".join(f"{name}: {value}" for name, value in (project["quota"] or {}).items())
+        allowed = check(http.get(f"/api/v1/projects/{args.project}/allowed/"))
+    lines = [f"{name}: {value}" for name, value in (project["quota"] or {}).items()]
+    lines.append("images: " + (", ".join(allowed["images"]) or "none yet (ask an operator)"))
+    volumes = [f"{v['name']}{' (read-only)' if v['read_only'] else ''}" for v in allowed["volumes"]]
+    lines.append("volumes: " + (", ".join(volumes) or "none"))
+    return "\n".join(lines)
 
 
 def parser() -> argparse.ArgumentParser:
@@ -73,7 +79,7 @@ def parser() -> argparse.ArgumentParser:
     login.set_defaults(run=cmd_login)
     sub.add_parser("whoami", help="who the saved token belongs to").set_defaults(run=cmd_whoami)
     sub.add_parser("projects", help="your projects and their GPU quota").set_defaults(run=cmd_projects)
-    quota = sub.add_parser("quota", help="one project's quota")
+    quota = sub.add_parser("quota", help="one project's quota, allowed images and volumes")
     quota.add_argument("project")
     quota.set_defaults(run=cmd_quota)
     add_jobs(sub)

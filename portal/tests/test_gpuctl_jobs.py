@@ -65,6 +65,15 @@ def test_submit_sends_every_spec_flag(world: World, cli: Any, capsys: pytest.Cap
     assert (job.priority, job.max_runtime_minutes, job.preemptible) == ("high", 30, True)
 
 
+def test_quota_lists_the_allowed_images_and_volumes(cli: Any, capsys: pytest.CaptureFixture[str]) -> None:
+    capsys.readouterr()
+    assert cli("quota", "alpha") == 0
+    out = capsys.readouterr().out
+    assert "gpus: 8" in out
+    assert "images: registry.example.com/team/train" in out
+    assert "volumes: data" in out
+
+
 def test_slices_and_cpu_in_millicores(world: World, cli: Any) -> None:
     world.alpha.quota.mps_slices = 4
     world.alpha.quota.save()

@@ -84,6 +84,9 @@ def register_job_probes() -> None:
             "POST /api/v1/templates/{id}/submit/": lambda v: [
                 Probe("POST", f"{tpl_url(v)}submit/", "not_found", {"gpus": 1})
             ],
+            "GET /api/v1/projects/{project_slug}/allowed/": lambda v: [
+                Probe("GET", f"/api/v1/projects/{v.project.slug}/allowed/", "not_found")
+            ],
             "POST /api/v1/jobs/{id}/template/": lambda v: [
                 Probe("POST", job_url(v, "template/"), "not_found", {"name": "stolen"})
             ],
