@@ -5,7 +5,10 @@ from __future__ import annotations
 import csv
 from typing import Any
 
-import allauth.mfa.admin  # noqa: F401 - registers allauth's admin first, so it can be replaced
+import allauth.account.admin
+import allauth.mfa.admin  # noqa: F401
+from allauth.account.admin import EmailAddressAdmin
+from allauth.account.models import EmailAddress
 from allauth.mfa.models import Authenticator
 from django.contrib import admin
 from django.contrib.admin.options import InlineModelAdmin
@@ -251,6 +254,15 @@ class AuthenticatorAdmin(AuditedAdmin):
     list_display = ("user", "type", "created_at", "last_used_at")
     list_filter = ("type", "created_at", "last_used_at")
     audit_exclude = ("data",)  # the TOTP secret and the recovery codes
+
+
+admin.site.unregister(EmailAddress)
+
+
+@admin.register(EmailAddress)
+class AuditedEmailAddressAdmin(AuditedAdmin, EmailAddressAdmin):  # type: ignore[misc]
+    """allauth's admin, audited: an address decides where password resets go. Its *Mark verified*
+    action is recorded by the email_confirmed receiver (accounts/signals.py)."""
 
 
 AUDIT_COLUMNS = (

@@ -6,6 +6,7 @@ from __future__ import annotations
 from typing import Any
 
 from allauth.account import signals as account_signals
+from allauth.account.models import EmailAddress
 from allauth.mfa import signals as mfa_signals
 from allauth.mfa.models import Authenticator
 from django.contrib.auth.signals import user_logged_out
@@ -76,3 +77,38 @@ def mfa_audited(
     }[signal]
     # The type only: the authenticator's data is its secret, and a removed one has no id left.
     _audit_account(action, request, user, {"authenticator": str(authenticator.type)})
+
+
+def _address_actor(request: HttpRequest | None, owner: User) -> User:
+    # An operator verifying in the admin is the actor; a confirmation link is opened by the owner.
+    user = getattr(request, "user", None)
+    return user if isinstance(user, User) else owner
+
+
+@receiver(account_signals.email_added, dispatch_uid="accounts.audit.email_added")
+@receiver(account_signals.email_removed, dispatch_uid="accounts.audit.email_removed")
+@receiver(account_signals.email_confirmed, dispatch_uid="accounts.audit.email_confirmed")
+def email_audited(
+    signal: Any, request: HttpRequest | None, email_address: EmailAddress, **kwargs: Any
+) -> None:
+    action = {
+        account_signals.email_added: "email.add",
+        account_signals.email_removed: "email.remove",
+        account_signals.email_confirmed: "email.verify",
+    }[signal]
+    owner = email_address.user
+    actor = _address_actor(request, owner)
+    audit_record(actor=actor, action=action, obj=owner, after={"email": email_address.email}, request=request)
+
+
+@receiver(account_signals.email_changed, dispatch_uid="accounts.audit.email_changed")
+def primary_email_audited(
+    request: HttpRequest | None,
+    user: User,
+    from_email_address: EmailAddress | None,
+    to_email_address: EmailAddress,
+    **kwargs: Any,
+) -> None:
+    before = {"email": from_email_address.email} if from_email_address is not None else None
+    after = {"email": to_email_address.email}
+    audit_record(actor=user, action="email.primary", obj=user, before=before, after=after, request=request)

@@ -6,6 +6,7 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
+from allauth.account.models import EmailAddress
 from allauth.mfa.models import Authenticator
 from django.test import Client
 
@@ -123,3 +124,31 @@ def test_an_authenticator_removed_in_the_admin_is_audited_without_its_secret(wor
     assert entry.before["type"] == Authenticator.Type.TOTP
     assert "data" not in entry.before
     assert "JBSWY3DPEHPK3PXP" not in str(entry.before)
+
+
+def test_an_address_marked_verified_in_the_admin_is_audited_with_the_operator(world: World) -> None:
+    address = EmailAddress.objects.get(user=world.member)
+    EmailAddress.objects.filter(pk=address.pk).update(verified=False)
+    client = session_client(world.admin)
+    response = client.post(
+        "/admin/account/emailaddress/", {"action": "make_verified", "_selected_action": [address.pk]}
+    )
+    assert response.status_code == 302, response.content.decode()[:3000]
+    entry = AuditLog.objects.get(action="email.verify")
+    assert entry.actor == world.admin
+    assert entry.object_id == str(world.member.pk)
+
+
+def test_an_address_edited_in_the_admin_is_audited(world: World) -> None:
+    address = EmailAddress.objects.get(user=world.member)
+    client = session_client(world.admin)
+    response = client.post(
+        f"/admin/account/emailaddress/{address.pk}/change/",
+        {"user": world.member.pk, "email": "bob@elsewhere.example.com", "verified": "on", "primary": "on"},
+    )
+    assert response.status_code == 302, response.content.decode()[:3000]
+    entry = AuditLog.objects.get(action="admin.change", object_type="account.EmailAddress")
+    assert entry.before is not None
+    assert entry.before["email"] == "bob@example.com"
+    assert entry.after is not None
+    assert entry.after["email"] == "bob@elsewhere.example.com"

@@ -12,6 +12,7 @@ from allauth.mfa.totp.internal.auth import SECRET_SESSION_KEY, format_hotp_value
 from allauth.mfa.totp.internal.auth import yield_hotp_counters_from_time as counters
 from django.core import mail
 from django.core.cache import cache
+from django.http.response import HttpResponseBase
 from django.test import Client
 
 from accounts.models import ApiToken, AuditLog
@@ -46,6 +47,21 @@ def _totp_on(client: Client, on_commit: Any) -> str:
         response = client.post("/accounts/2fa/totp/activate/", {"code": code})
     assert response.status_code == 302, response.content.decode()[:2000]
     return secret
+
+
+def _post_as_owner(client: Client, path: str, on_commit: Any) -> HttpResponseBase:
+    """POST, giving the password again where allauth asks for a recent sign-in (changing MFA does)."""
+    with on_commit(execute=True):
+        response = client.post(path)
+    if response.status_code == 302 and "reauthenticate" in response["Location"]:
+        with on_commit(execute=True):  # allauth may replay the held POST itself once reauthenticated
+            response = client.post(response["Location"], {"password": PASSWORD})
+        if response.status_code == 302 and response["Location"] == path:
+            with on_commit(execute=True):
+                response = client.post(path)
+    assert response.status_code == 302, response.content.decode()[:2000]
+    assert "reauthenticate" not in response["Location"]
+    return response
 
 
 def _entry(action: str, world: World) -> AuditLog:
@@ -92,18 +108,14 @@ def test_recovery_codes_regenerated_are_audited(
 ) -> None:
     client = _signed_in()
     _totp_on(client, django_capture_on_commit_callbacks)
-    with django_capture_on_commit_callbacks(execute=True):
-        response = client.post("/accounts/2fa/recovery-codes/generate/")
-    assert response.status_code == 302, response.content.decode()[:2000]
+    _post_as_owner(client, "/accounts/2fa/recovery-codes/generate/", django_capture_on_commit_callbacks)
     assert _entry("mfa.reset", world).after == {"authenticator": "recovery_codes"}
 
 
 def test_mfa_removal_is_audited(world: World, django_capture_on_commit_callbacks: Any) -> None:
     client = _signed_in()
     _totp_on(client, django_capture_on_commit_callbacks)
-    with django_capture_on_commit_callbacks(execute=True):
-        response = client.post("/accounts/2fa/totp/deactivate/")
-    assert response.status_code == 302, response.content.decode()[:2000]
+    _post_as_owner(client, "/accounts/2fa/totp/deactivate/", django_capture_on_commit_callbacks)
     assert not Authenticator.objects.filter(user=world.member).exists()
     removed = AuditLog.objects.filter(action="mfa.remove", actor=world.member)
     assert sorted(str((e.after or {})["authenticator"]) for e in removed) == ["recovery_codes", "totp"]
@@ -121,3 +133,20 @@ def test_a_token_created_and_revoked_on_the_tokens_page_is_audited(world: World)
     client.post(f"/me/tokens/{token.pk}/revoke/")
     revoked = AuditLog.objects.get(action="token.revoke", object_id=str(token.pk))
     assert revoked.actor == world.member
+
+
+def test_an_address_added_confirmed_and_removed_is_audited(world: World) -> None:
+    client = _signed_in()
+    client.post("/accounts/email/", {"email": "bob@work.example.com", "action_add": ""})
+    added = _entry("email.add", world)
+    assert added.after == {"email": "bob@work.example.com"}
+    link = re.search(r"http://testserver(/accounts/confirm-email/\S+)", str(mail.outbox[-1].body))
+    assert link is not None
+    client.post(link.group(1))
+    assert _entry("email.verify", world).after == {"email": "bob@work.example.com"}
+    client.post("/accounts/email/", {"email": "bob@work.example.com", "action_primary": ""})
+    primary = _entry("email.primary", world)
+    assert primary.before == {"email": "bob@example.com"}
+    assert primary.after == {"email": "bob@work.example.com"}
+    client.post("/accounts/email/", {"email": "bob@example.com", "action_remove": ""})
+    assert _entry("email.remove", world).after == {"email": "bob@example.com"}
