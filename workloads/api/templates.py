@@ -33,6 +33,7 @@ from workloads.services import templates as services
 
 REQUIRED = "This field is required; PATCH changes only the fields it sends."
 UNKNOWN = "Unknown field; a template has a name, a description and a spec."
+NULL = "May not be null; leave the field out to keep it."
 
 
 @extend_schema_view(
@@ -95,8 +96,9 @@ class TemplateViewSet(
 
     def _update(self, request: Request, body: dict[str, Any]) -> Response:
         unknown = {str(key)[:60]: [UNKNOWN] for key in sorted(set(body) - {"name", "description", "spec"})}
-        if unknown:
-            raise ValidationError(unknown)
+        nulls = {key: [NULL] for key, value in body.items() if value is None}  # None would mean "keep"
+        if unknown or nulls:
+            raise ValidationError({**unknown, **nulls})
         template = services.template_update(
             actor=request_user(request),
             template=self.get_object(),

@@ -60,6 +60,8 @@ def test_a_bad_edit_is_refused_and_changes_nothing(jobs_world: World, template: 
     assert "gpus" in fields(over)
     unknown = client.patch(url(template), {"owner": "me"}, format="json")
     assert "owner" in fields(unknown)
+    null = client.patch(url(template), {"spec": None}, format="json")
+    assert "null" in fields(null)["spec"][0]
     put = client.put(url(template), {"name": "renamed"}, format="json")
     assert put.status_code == 400
     assert "spec" in fields(put)
