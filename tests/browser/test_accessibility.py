@@ -14,6 +14,7 @@ import pytest
 from allauth.mfa.totp.internal.auth import format_hotp_value, hotp_value
 from allauth.mfa.totp.internal.auth import yield_hotp_counters_from_time as counters
 from django.conf import settings
+from django.utils import timezone
 from playwright.sync_api import Browser, Page, expect, sync_playwright
 
 from accounts.models import User
@@ -21,6 +22,7 @@ from gpu.tests.factories import make_gpus, make_node
 from gpu.tests.ws import session_cookie
 from tests.fixtures.personas import PASSWORD, World
 from tests.gpu_e2e.live import ROOT, daphne_server
+from workloads.choices import JobState
 from workloads.models import Job, JobTemplate
 from workloads.services import jobs as job_services
 from workloads.services import publisher
@@ -44,11 +46,16 @@ def site(world: World, monkeypatch: pytest.MonkeyPatch) -> Iterator[dict[str, An
         data={"image": IMAGE, "cpu_millicores": 100, "memory_mib": 64},
     )
     template_services.template_from_job(actor=world.member, job=job, name="train-small")
+    failed = job_services.job_submit(actor=world.member, project=world.alpha, data={"image": IMAGE})
+    now = timezone.now()
+    Job.objects.filter(pk=failed.pk).update(  # a finished job's page: exit code, stored log, events
+        state=JobState.FAILED, started_at=now, finished_at=now, exit_code=3, log_tail="step 1\nboom\n"
+    )
     node = make_node("gpu-node-0")
     make_gpus(node, 2)
     with daphne_server() as base, sync_playwright() as pw:
         browser = pw.chromium.launch(executable_path="/usr/bin/chromium", args=["--no-sandbox"])
-        yield {"base": base, "browser": browser, "job": job, "node": node, "world": world}
+        yield {"base": base, "browser": browser, "job": job, "failed": failed, "node": node, "world": world}
         browser.close()
 
 
@@ -92,6 +99,7 @@ def _visits(site: dict[str, Any]) -> list[tuple[User | None, list[tuple[str, int
         "/jobs/submit/",
         f"/jobs/{job.uid}/",
         f"/jobs/{job.uid}/rerun/edit/",
+        f"/jobs/{site['failed'].uid}/",
         "/jobs/projects/alpha/usage/",  # usage and the project's grants
         "/jobs/projects/alpha/templates/",
         f"/jobs/templates/{template.pk}/edit/",
@@ -200,7 +208,7 @@ def test_the_submit_form_works_by_keyboard_alone(site: dict[str, Any]) -> None:
     _tab_to(page, "#submit-job")
     page.keyboard.press("Enter")
     page.wait_for_url("**/jobs/*-*/")
-    assert Job.objects.count() == 2
+    assert Job.objects.count() == 3
     page.context.close()
 
 
