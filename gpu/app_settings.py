@@ -96,3 +96,10 @@ def agent_token_reviewer() -> str:
 def agent_review_cache_s() -> float:
     """How long a positive TokenReview is reused (never past the token's own expiry)."""
     return float(_get("GPUPORTAL_AGENT_REVIEW_CACHE_S", 60))
+
+
+def health_clean_seconds() -> float:
+    """A GPU made unhealthy (or degraded) by telemetry returns to service by itself after this many
+    seconds with no new critical XID or ECC error, at its next clean sample
+    (GPUPORTAL_GPU_HEALTH_CLEAN_SECONDS)."""
+    return float(_get("GPUPORTAL_GPU_HEALTH_CLEAN_SECONDS", 300))

@@ -3,67 +3,119 @@
 Runs inside the ingest transaction. Idempotent for a retried batch: events are unique per
 (GPU, kind, ts) and ECC events fire only when a counter rises above the stored one. `last_seen`
 is written at most every LAST_SEEN_EVERY per GPU, so 1 Hz telemetry does not mean 1 Hz UPDATEs.
-Telemetry only ever worsens health: returning a GPU to service after a clean interval is not
-automated here, an operator does it.
+
+The rule (docs/operator-guide.md "GPU health"): a critical XID (any but the application XIDs) or a
+double-bit ECC error makes the GPU unhealthy, new correctable errors make it degraded; after the
+clean interval (`app_settings.health_clean_seconds()`) with no new such event, the next clean sample
+is the passing check and the GPU is healthy again. A GPU that turns unhealthy is announced on
+`gpu.signals.gpu_failed` after commit (workloads requeues its jobs); any change of whether a GPU is
+offered re-runs the node task (sharing ConfigMap `in_service`, cordon when all of a node's GPUs are out).
 """
 
 from __future__ import annotations
 
+from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 
+from gpu import app_settings, services
 from gpu.choices import APPLICATION_XIDS, GpuEventKind, GpuHealth
 from gpu.models import Gpu, GpuEvent, Node
 from gpu.samples import Sample
 
 LAST_SEEN_EVERY = timedelta(seconds=10)
 SEVERITY = {GpuHealth.UNKNOWN: 0, GpuHealth.HEALTHY: 1, GpuHealth.DEGRADED: 2, GpuHealth.UNHEALTHY: 3}
+DEGRADED_REASON = "correctable ECC errors"
 
 
-def _xid_events(gpus: dict[str, Gpu], samples: list[Sample]) -> tuple[list[GpuEvent], set[str]]:
-    events, critical = [], set()
-    for s in samples:
+@dataclass(frozen=True)
+class Observed:
+    """What one batch says of one GPU: the worst health it shows and why (None: a clean sample)."""
+
+    health: GpuHealth | None = None
+    reason: str = ""
+
+
+@dataclass
+class Outcome:
+    """What `record` changed, for the caller's after-commit effects."""
+
+    failed: dict[str, str] = field(default_factory=dict)  # uuid -> reason, newly unhealthy
+    pods: dict[str, list[tuple[str, str]]] = field(default_factory=dict)  # uuid -> (namespace, pod) on it
+    offer_changed: bool = False  # some GPU became (un)offered: the node task must run
+
+
+def is_critical_xid(xid: int | None) -> bool:
+    return xid is not None and xid not in APPLICATION_XIDS
+
+
+def _xid_events(gpus: dict[str, Gpu], samples: list[Sample]) -> tuple[list[GpuEvent], dict[str, str]]:
+    events, critical = [], {}
+    for s in sorted(samples, key=lambda s: s.ts):
         xid = s.values["xid"]
         if xid is None:
             continue
-        kind = "application" if xid in APPLICATION_XIDS else "critical"
+        kind = "critical" if is_critical_xid(xid) else "application"
         events.append(
             GpuEvent(gpu=gpus[s.uuid], kind=GpuEventKind.XID, ts=s.ts, xid=xid, message=f"XID {xid} ({kind})")
         )
-        if xid not in APPLICATION_XIDS:
-            critical.add(s.uuid)
+        if is_critical_xid(xid):
+            critical[s.uuid] = f"XID {xid}"
     return events, critical
 
 
-def _ecc_events(gpu: Gpu, s: Sample) -> tuple[list[GpuEvent], GpuHealth | None]:
+def _ecc_events(gpu: Gpu, s: Sample) -> tuple[list[GpuEvent], Observed]:
     events: list[GpuEvent] = []
-    worst: GpuHealth | None = None
+    observed = Observed()
     sbe, dbe = s.values["ecc_sbe"], s.values["ecc_dbe"]
-    if dbe > gpu.ecc_dbe:
-        events.append(GpuEvent(gpu=gpu, kind=GpuEventKind.ECC_DBE, ts=s.ts, value=dbe - gpu.ecc_dbe))
-        worst = GpuHealth.UNHEALTHY
     if sbe > gpu.ecc_sbe:
         events.append(GpuEvent(gpu=gpu, kind=GpuEventKind.ECC_SBE, ts=s.ts, value=sbe - gpu.ecc_sbe))
-        worst = worst or GpuHealth.DEGRADED
-    return events, worst
+        observed = Observed(GpuHealth.DEGRADED, DEGRADED_REASON)
+    if dbe > gpu.ecc_dbe:
+        events.append(GpuEvent(gpu=gpu, kind=GpuEventKind.ECC_DBE, ts=s.ts, value=dbe - gpu.ecc_dbe))
+        observed = Observed(GpuHealth.UNHEALTHY, "ECC double-bit error")
+    return events, observed
 
 
-def next_health(current: str, observed: GpuHealth | None) -> str:
-    """Health only worsens from telemetry; a first clean sample turns UNKNOWN into HEALTHY."""
-    if observed is None:
-        return GpuHealth.HEALTHY if current == GpuHealth.UNKNOWN else current
-    return observed if SEVERITY[observed] > SEVERITY[GpuHealth(current)] else current
+def next_health(
+    current: str, observed: GpuHealth | None, *, last_bad_at: datetime | None, now: datetime, clean: timedelta
+) -> str:
+    """Pure rule. A bad observation worsens health; a clean sample turns UNKNOWN into HEALTHY, and a
+    degraded or unhealthy GPU into HEALTHY once `clean` has passed since its last bad event."""
+    if observed is not None:
+        return observed if SEVERITY[observed] > SEVERITY[GpuHealth(current)] else current
+    if current == GpuHealth.UNKNOWN:
+        return GpuHealth.HEALTHY
+    if current in (GpuHealth.DEGRADED, GpuHealth.UNHEALTHY) and (
+        last_bad_at is None or now - last_bad_at >= clean
+    ):
+        return GpuHealth.HEALTHY
+    return current
 
 
-def _update_gpu(gpu: Gpu, s: Sample, observed: GpuHealth | None, events: list[GpuEvent]) -> bool:
-    """Save health/ECC changes at once; return True when only `last_seen` is due (batched by caller)."""
+def _apply(gpu: Gpu, s: Sample, observed: Observed, events: list[GpuEvent]) -> list[str]:
+    """Move health by the rule; returns the changed fields."""
     fields = []
-    health = next_health(gpu.health, observed)
+    if observed.health is not None:
+        gpu.last_bad_at = max(s.ts, gpu.last_bad_at) if gpu.last_bad_at else s.ts
+        fields.append("last_bad_at")
+    clean = timedelta(seconds=app_settings.health_clean_seconds())
+    health = next_health(gpu.health, observed.health, last_bad_at=gpu.last_bad_at, now=s.ts, clean=clean)
     if health != gpu.health:
+        why = observed.reason if health != GpuHealth.HEALTHY else "clean interval passed, clean sample"
         events.append(
-            GpuEvent(gpu=gpu, kind=GpuEventKind.HEALTH, ts=s.ts, message=f"{gpu.health} -> {health}")
+            GpuEvent(
+                gpu=gpu, kind=GpuEventKind.HEALTH, ts=s.ts, message=f"{gpu.health} -> {health}: {why}"[:300]
+            )
         )
         gpu.health = health
-        fields.append("health")
+        gpu.health_reason = observed.reason if health != GpuHealth.HEALTHY else ""
+        fields += ["health", "health_reason"]
+    return fields
+
+
+def _update_gpu(gpu: Gpu, s: Sample, observed: Observed, events: list[GpuEvent]) -> bool:
+    """Save health/ECC changes at once; return True when only `last_seen` is due (batched by caller)."""
+    fields = _apply(gpu, s, observed, events)
     if (s.values["ecc_sbe"], s.values["ecc_dbe"]) != (gpu.ecc_sbe, gpu.ecc_dbe):
         gpu.ecc_sbe, gpu.ecc_dbe = s.values["ecc_sbe"], s.values["ecc_dbe"]
         fields += ["ecc_sbe", "ecc_dbe"]
@@ -71,24 +123,47 @@ def _update_gpu(gpu: Gpu, s: Sample, observed: GpuHealth | None, events: list[Gp
     if due or fields:
         gpu.last_seen = max(s.ts, gpu.last_seen) if gpu.last_seen else s.ts
     if fields:
-        gpu.save(update_fields=[*fields, "last_seen"])
+        gpu.save(update_fields=[*dict.fromkeys(fields), "last_seen"])
         return False
     return due
 
 
+def _observe(gpu: Gpu, s: Sample, critical: str | None) -> tuple[list[GpuEvent], Observed]:
+    events, observed = _ecc_events(gpu, s)
+    if critical is not None and observed.health != GpuHealth.UNHEALTHY:
+        observed = Observed(GpuHealth.UNHEALTHY, critical)
+    return events, observed
+
+
+def _pods(uuid: str, samples: list[Sample]) -> list[tuple[str, str]]:
+    found = {
+        (p["pod_namespace"], p["pod_name"])
+        for s in samples
+        if s.uuid == uuid
+        for p in s.processes
+        if p["pod_namespace"] and p["pod_name"]
+    }
+    return sorted(found)
+
+
 def record(
     *, node: Node, gpus: dict[str, Gpu], samples: list[Sample], latest: dict[str, Sample], now: datetime
-) -> None:
+) -> Outcome:
     events, critical = _xid_events(gpus, samples)
+    outcome = Outcome()
     seen: list[Gpu] = []
     for uuid, s in latest.items():
         gpu = gpus[uuid]
-        ecc, observed = _ecc_events(gpu, s)
+        offered = gpu.offered
+        ecc, observed = _observe(gpu, s, critical.get(uuid))
         events += ecc
-        if uuid in critical:
-            observed = GpuHealth.UNHEALTHY
+        was_unhealthy = gpu.health == GpuHealth.UNHEALTHY
         if _update_gpu(gpu, s, observed, events):
             seen.append(gpu)
+        if gpu.health == GpuHealth.UNHEALTHY and not was_unhealthy:
+            outcome.failed[uuid] = gpu.health_reason
+            outcome.pods[uuid] = _pods(uuid, samples)
+        outcome.offer_changed |= offered != gpu.offered
     if seen:  # one UPDATE for all GPUs whose last_seen is due (they reported in the same batch)
         Gpu.objects.filter(pk__in=[g.pk for g in seen]).update(
             last_seen=max(g.last_seen for g in seen if g.last_seen)
@@ -98,3 +173,7 @@ def record(
     if node.last_seen is None or now - node.last_seen >= LAST_SEEN_EVERY:
         node.last_seen = now
         node.save(update_fields=["last_seen"])
+    services.gpu_health_followup(
+        node=node, failed=outcome.failed, pods=outcome.pods, offer_changed=outcome.offer_changed
+    )
+    return outcome

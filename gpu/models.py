@@ -38,6 +38,10 @@ class Node(models.Model):
     )
     gpu_model = models.CharField(max_length=120, blank=True)
     gpu_count = models.PositiveIntegerField(default=0)
+    health_cordoned = models.BooleanField(
+        default=False,
+        help_text="Cordoned by the portal because every GPU of it is out; lifted when one returns.",
+    )
     resource_version = models.CharField(max_length=32, blank=True)
     last_seen = models.DateTimeField(null=True, blank=True, help_text="Last telemetry from its agent.")
     synced_at = models.DateTimeField(null=True, blank=True, help_text="Last change seen by the watch.")
@@ -81,6 +85,12 @@ class Gpu(models.Model):
     in_service = models.BooleanField(default=True, help_text="Out of service: the plugin stops offering it.")
     ecc_sbe = models.PositiveBigIntegerField(default=0, help_text="Last correctable ECC count reported.")
     ecc_dbe = models.PositiveBigIntegerField(default=0, help_text="Last uncorrectable ECC count reported.")
+    last_bad_at = models.DateTimeField(
+        null=True,
+        blank=True,
+        help_text="Last critical XID, ECC error or forced fault; the clean interval runs from it.",
+    )
+    health_reason = models.CharField(max_length=300, blank=True, help_text="Why the GPU is not healthy.")
     last_seen = models.DateTimeField(null=True, blank=True)
 
     class Meta:
@@ -91,12 +101,17 @@ class Gpu(models.Model):
         return f"{self.node.name}/{self.index}"
 
     @property
+    def offered(self) -> bool:
+        """Whether the plugin may hand it out: in service and not unhealthy (docs/operator-guide.md)."""
+        return self.in_service and self.health != GpuHealth.UNHEALTHY
+
+    @property
     def plugin_entry(self) -> dict[str, Any]:
         """This GPU's entry in the plugin's sharing config: {"mode", "slices"}, plus a service flag."""
         entry: dict[str, Any] = {"mode": "exclusive"}
         if self.sharing_mode == SharingMode.SHARED:
             entry = {"mode": "shared", "slices": int(self.slices)}
-        if not self.in_service:
+        if not self.offered:
             entry["in_service"] = False
         return entry
 

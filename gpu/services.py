@@ -8,6 +8,7 @@ API. Desired state changes (cordon, sharing mode, service) are saved here and a
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 from celery import current_app
@@ -19,9 +20,10 @@ from django.utils import timezone
 from accounts import tokens
 from accounts.audit import audit_record, snapshot
 from accounts.models import User
-from gpu import broadcast
-from gpu.choices import GpuEventKind, SharingMode
+from gpu import broadcast, cordon
+from gpu.choices import GpuEventKind, GpuHealth, SharingMode
 from gpu.models import Gpu, GpuEvent, Node, NodeToken
+from gpu.signals import gpu_failed
 from plugin.names import GPU_COUNT_LABEL, GPU_PRODUCT_LABEL, GPU_RESOURCE
 
 NODE_TOKEN_PREFIX = "gpn_"  # noqa: S105 - a public marker, not a secret
@@ -135,8 +137,8 @@ def node_set_cordon(
     *, node: Node, cordoned: bool, actor: User | None, request: HttpRequest | None = None
 ) -> Node:
     before = snapshot(node, exclude=("labels", "capacity", "allocatable", "conditions"))
-    node.desired_cordoned = cordoned
-    node.save(update_fields=["desired_cordoned"])
+    node.desired_cordoned, node.health_cordoned = cordoned, False  # the operator's word replaces the portal's
+    node.save(update_fields=["desired_cordoned", "health_cordoned"])
     audit_record(
         actor=_actor(actor),
         action="node.cordon" if cordoned else "node.uncordon",
@@ -184,7 +186,68 @@ def gpu_set_in_service(
         after={"in_service": in_service},
         request=request,
     )
+    node_health_cordon(node=gpu.node)
     node_reconcile_enqueue(node=gpu.node)
+    return gpu
+
+
+def _announce(node: str, uuid: str, reason: str, pods: list[tuple[str, str]]) -> Callable[[], None]:
+    def send() -> None:
+        gpu_failed.send(sender=Gpu, node=node, gpu_uuid=uuid, reason=reason, pods=pods)
+
+    return send
+
+
+def gpu_health_followup(
+    *, node: Node, failed: dict[str, str], pods: dict[str, list[tuple[str, str]]], offer_changed: bool
+) -> None:
+    """After a health change: announce newly failed GPUs (workloads requeues their jobs) and, when a
+    GPU's offer changed, re-apply the node's health cordon and run the node task (plugin ConfigMap)."""
+    for uuid, reason in failed.items():
+        transaction.on_commit(_announce(node.name, uuid, reason, list(pods.get(uuid, []))))
+    if offer_changed:
+        node_health_cordon(node=node)
+        node_reconcile_enqueue(node=node)
+
+
+def node_health_cordon(*, node: Node) -> Node:
+    """Cordon a node whose GPUs are all out; lift the portal's own cordon when one returns."""
+    offered = [gpu.offered for gpu in Gpu.objects.filter(node=node)]
+    desired, by_health = cordon.cordon_wanted(
+        offered=offered, desired=node.desired_cordoned, health_cordoned=node.health_cordoned
+    )
+    if (desired, by_health) != (node.desired_cordoned, node.health_cordoned):
+        before = {"desired_cordoned": node.desired_cordoned, "health_cordoned": node.health_cordoned}
+        node.desired_cordoned, node.health_cordoned = desired, by_health
+        node.save(update_fields=["desired_cordoned", "health_cordoned"])
+        action = "node.health_cordon" if by_health else "node.health_uncordon"
+        after = {"desired_cordoned": desired, "health_cordoned": by_health}
+        audit_record(actor=None, action=action, obj=node, before=before, after=after)
+    return node
+
+
+def gpu_force_health(
+    *, gpu: Gpu, healthy: bool, actor: User | None, request: HttpRequest | None = None, reason: str = ""
+) -> Gpu:
+    """Operators force either way: healthy now (clears the clean interval), or unhealthy as if a
+    critical event had just hit it (its jobs are requeued; it returns by the usual rule)."""
+    offered, was = gpu.offered, gpu.health
+    why = reason.strip() or ("cleared by an operator" if healthy else "forced by an operator")
+    gpu.health = GpuHealth.HEALTHY if healthy else GpuHealth.UNHEALTHY
+    gpu.health_reason = "" if healthy else why[:300]
+    gpu.last_bad_at = None if healthy else timezone.now()
+    gpu.save(update_fields=["health", "health_reason", "last_bad_at"])
+    GpuEvent.objects.create(gpu=gpu, kind=GpuEventKind.HEALTH, message=f"{was} -> {gpu.health}: {why}"[:300])
+    audit_record(
+        actor=_actor(actor),
+        action="gpu.health_clear" if healthy else "gpu.health_fault",
+        obj=gpu,
+        before={"health": was},
+        after={"health": gpu.health, "reason": gpu.health_reason},
+        request=request,
+    )
+    failed = {gpu.uuid: gpu.health_reason} if not healthy and was != GpuHealth.UNHEALTHY else {}
+    gpu_health_followup(node=gpu.node, failed=failed, pods={}, offer_changed=offered != gpu.offered)
     return gpu
 
 

@@ -340,6 +340,12 @@ GPUPORTAL_SWEEP_SECONDS = env.int("GPUPORTAL_SWEEP_SECONDS", default=30)
 # unknown job with no evidence this long is "lost" and gives its quota back (reliability.md R4).
 GPUPORTAL_JOB_NO_POD_SECONDS = env.int("GPUPORTAL_JOB_NO_POD_SECONDS", default=120)
 GPUPORTAL_JOB_UNKNOWN_SECONDS = env.int("GPUPORTAL_JOB_UNKNOWN_SECONDS", default=600)
+# Right-sizing and used GPU-hours (docs/operator-guide.md, "Right-sizing and used GPU-hours").
+GPUPORTAL_BUSY_SM_PERCENT = env.int("GPUPORTAL_BUSY_SM_PERCENT", default=5)
+GPUPORTAL_OVERSIZED_MEM_PERCENT = env.int("GPUPORTAL_OVERSIZED_MEM_PERCENT", default=25)
+GPUPORTAL_OVERSIZED_SM_PERCENT = env.int("GPUPORTAL_OVERSIZED_SM_PERCENT", default=25)
+GPUPORTAL_RIGHTSIZING_MIN_MINUTES = env.int("GPUPORTAL_RIGHTSIZING_MIN_MINUTES", default=10)
+GPUPORTAL_RIGHTSIZING_HEADROOM_PERCENT = env.int("GPUPORTAL_RIGHTSIZING_HEADROOM_PERCENT", default=20)
 CELERY_TASK_DEFAULT_QUEUE = "celery"
 # workloads.choices.Queue: workers run `-Q celery,reconcile,notify` (or a worker per queue).
 CELERY_TASK_ROUTES = {
@@ -380,6 +386,8 @@ GPU_ROLLUP_MINUTE_RETENTION_DAYS = env.int("GPU_ROLLUP_MINUTE_RETENTION_DAYS", d
 GPU_ROLLUP_HOUR_RETENTION_DAYS = env.int("GPU_ROLLUP_HOUR_RETENTION_DAYS", default=365)
 GPU_PUSH_INTERVAL_MS = env.int("GPU_PUSH_INTERVAL_MS", default=1000)
 GPU_METRICS_TOKEN = env.str("GPU_METRICS_TOKEN", default="")
+# A GPU put out by a critical XID / ECC error returns by itself after this clean interval (gpu/health.py).
+GPUPORTAL_GPU_HEALTH_CLEAN_SECONDS = env.float("GPUPORTAL_GPU_HEALTH_CLEAN_SECONDS", default=300.0)
 # gpu: node agents sign in with their pod's projected ServiceAccount token, checked by a TokenReview
 # (read through gpu/app_settings.py; docs/operator-guide.md). No accounts listed: node tokens only.
 GPUPORTAL_AGENT_SERVICE_ACCOUNTS = env.list("GPUPORTAL_AGENT_SERVICE_ACCOUNTS", default=[])
