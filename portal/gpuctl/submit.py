@@ -182,7 +182,7 @@ def add_templates(sub: Any) -> None:
     templates.set_defaults(run=cmd_templates)
     actions = templates.add_subparsers(dest="template_action")
     listing = actions.add_parser("list", help="the templates of your projects")
-    listing.add_argument("-p", "--project")
+    listing.add_argument("-p", "--project", default=argparse.SUPPRESS)  # keep `templates -p X list`
     listing.set_defaults(run=cmd_templates)
     save = actions.add_parser("save", help="save a job's request as a template of its project")
     save.add_argument("job")
@@ -191,5 +191,5 @@ def add_templates(sub: Any) -> None:
     save.set_defaults(run=cmd_template_save)
     delete = actions.add_parser("delete", help="delete a template by name")
     delete.add_argument("name")
-    delete.add_argument("-p", "--project")
+    delete.add_argument("-p", "--project", default=argparse.SUPPRESS)
     delete.set_defaults(run=cmd_template_delete)

@@ -190,3 +190,27 @@ def test_usage_daily_reads_every_page_of_the_usage_list(
     assert all(" alpha " in row for row in rows[1:])
     assert cli("usage", "--daily", "--days", "999") == 1
     assert "days" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize(
+    "argv",
+    [
+        ["templates", "-p", "alpha", "list"],
+        ["templates", "list", "-p", "alpha"],
+        ["templates", "-p", "alpha"],
+    ],
+)
+def test_the_templates_project_filter_is_kept_wherever_it_is_given(argv: list[str]) -> None:
+    assert gpuctl.parser().parse_args(argv).project == "alpha"
+
+
+def test_ctrl_c_during_watch_exits_130(world: World, cli: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+    from portal.gpuctl import jobs
+
+    assert cli("submit", "-p", "alpha", "-i", IMAGE) == 0  # a queued job: --watch would go on
+
+    def interrupt(text: str) -> None:  # the user presses Ctrl-C while the first frame is shown
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(jobs, "_print_frame", interrupt)
+    assert cli("jobs", "--watch") == 130
