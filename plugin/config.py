@@ -1,8 +1,10 @@
 """Per-GPU sharing mode, read live from a JSON file the portal writes (a mounted ConfigMap).
 
-Shape: {"gpus": {"<uuid>": {"mode": "exclusive"|"shared", "slices": N}}}. GPUs not named get the
-daemon's defaults. The file is polled by (inode, mtime, size), because a ConfigMap update swaps a
-symlink rather than writing in place; a bad file is logged and the last good one is kept.
+Shape: {"gpus": {"<uuid>": {"mode": "exclusive"|"shared", "slices": N, "in_service": false}}}. GPUs
+not named get the daemon's defaults; `in_service: false` (the portal took it out, or found it
+unhealthy) means the GPU is not offered: Unhealthy in ListAndWatch until the flag goes. The file
+is polled by (inode, mtime, size), because a ConfigMap update swaps a symlink rather than writing
+in place; a bad file is logged and the last good one is kept.
 """
 
 from __future__ import annotations
@@ -40,9 +42,17 @@ def parse(text: str, *, default: Mode) -> dict[str, Mode]:
     return {str(uuid): _mode(uuid, entry, default) for uuid, entry in gpus.items()}
 
 
+def out_of_service(text: str) -> frozenset[str]:
+    """The GPUs whose entry says `"in_service": false` (call after `parse` accepted `text`)."""
+    gpus: dict[str, Any] = json.loads(text)["gpus"]
+    return frozenset(uuid for uuid, entry in gpus.items() if entry.get("in_service", True) is False)
+
+
 def _mode(uuid: str, entry: Any, default: Mode) -> Mode:
     if not isinstance(entry, dict) or entry.get("mode") not in ("exclusive", "shared"):
         raise ValueError(f"{uuid}: mode must be 'exclusive' or 'shared'")
+    if not isinstance(entry.get("in_service", True), bool):
+        raise ValueError(f"{uuid}: in_service must be true or false")
     if entry["mode"] == "exclusive":
         return EXCLUSIVE
     slices = entry.get("slices", default.slices)
@@ -59,6 +69,7 @@ class ConfigFile:
         self.default = default
         self._stamp: tuple[int, int, int] | None = None
         self.modes: dict[str, Mode] = {}
+        self.out_of_service: frozenset[str] = frozenset()
         self.errors = 0
 
     def poll(self) -> bool:
@@ -80,16 +91,18 @@ class ConfigFile:
         if self.path is None:
             return False
         try:
-            modes = parse(self.path.read_text(), default=self.default)
+            text = self.path.read_text()
+            modes = parse(text, default=self.default)
         except (OSError, ValueError) as exc:
             self.errors += 1
             log.error("sharing config %s rejected, keeping the previous one: %s", self.path, exc)
             return False
-        return self._replace(modes)
+        return self._replace(modes, out_of_service(text))
 
-    def _replace(self, modes: dict[str, Mode]) -> bool:
+    def _replace(self, modes: dict[str, Mode], out: frozenset[str] = frozenset()) -> bool:
+        """True when the modes changed (`out_of_service` is applied at once, never waits: see daemon)."""
         changed = modes != self.modes
-        self.modes = modes
+        self.modes, self.out_of_service = modes, out
         return changed
 
     def mode_for(self, uuid: str) -> Mode:

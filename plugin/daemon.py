@@ -73,6 +73,7 @@ class PluginDaemon:
             {g.uuid: self.config.mode_for(g.uuid) for g in self.node.gpus},
             busy_grace_s=cfg.busy_grace_s,
         )
+        self.state.set_out_of_service(self.config.out_of_service)
         self.health = HealthMonitor(
             lib, [g.uuid for g in self.node.gpus], self.state.set_health, recovery_s=cfg.recovery_s
         )
@@ -134,6 +135,8 @@ class PluginDaemon:
             if present and res.registered_with is None:
                 self._register(res)
         self._sync_modes()
+        # Not offering a GPU never waits for it to be free: Unhealthy only stops new allocations.
+        self.state.set_out_of_service(self.config.out_of_service)
         self.mps.ensure(self.state.shared_uuids())
 
     def _register(self, res: _Resource) -> None:

@@ -37,6 +37,7 @@ class NodeState:
         self._modes = dict(modes)
         self._unhealthy: dict[str, str] = {}
         self._mps_down: set[str] = set()
+        self._out_of_service: frozenset[str] = frozenset()
         self._allocated_at: dict[str, float] = {}
         self.busy_grace_s = busy_grace_s
         self._cond = threading.Condition()
@@ -63,7 +64,7 @@ class NodeState:
         out = []
         for gpu in self.node.gpus:
             mode = self._modes[gpu.uuid]
-            ok = gpu.uuid not in self._unhealthy
+            ok = gpu.uuid not in self._unhealthy and gpu.uuid not in self._out_of_service
             if resource == RESOURCE_GPU and not mode.shared:
                 out.append(DeviceView(gpu.uuid, ok, gpu.numa_node))
             elif resource == RESOURCE_SHARED and mode.shared:
@@ -87,6 +88,13 @@ class NodeState:
             if set(new) != set(self._unhealthy):
                 self._bump()
             self._unhealthy = new
+
+    def set_out_of_service(self, uuids: frozenset[str]) -> None:
+        """GPUs the portal does not offer: Unhealthy to the kubelet, refused by Allocate."""
+        with self._cond:
+            if uuids != self._out_of_service:
+                self._out_of_service = uuids
+                self._bump()
 
     def set_mps_down(self, down: Iterable[str]) -> None:
         with self._cond:
@@ -156,8 +164,10 @@ class NodeState:
             mode = self._modes[uuid]
             if mode.shared != shared or (n is None) == shared or (n is not None and n >= mode.slices):
                 raise AllocationError(f"device {dev} is not offered by this resource")
-            reason = self._unhealthy.get(uuid) or (
-                "mps daemon down" if shared and uuid in self._mps_down else None
+            reason = (
+                self._unhealthy.get(uuid)
+                or ("out of service" if uuid in self._out_of_service else None)
+                or ("mps daemon down" if shared and uuid in self._mps_down else None)
             )
         if reason:
             raise AllocationError(f"device {dev} is unhealthy: {reason}", unhealthy=True)
