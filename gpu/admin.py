@@ -19,7 +19,7 @@ from django.utils.safestring import mark_safe
 
 from accounts.admin import AuditedAdmin
 from accounts.models import User
-from gpu import services
+from gpu import selectors, services
 from gpu.choices import SharingMode
 from gpu.models import Gpu, GpuEvent, Node, NodeToken
 
@@ -62,6 +62,7 @@ class GpuInline(admin.TabularInline):  # type: ignore[type-arg]
         "sharing_mode",
         "slices",
         "health",
+        "health_reason",
         "in_service",
         "last_seen",
     )
@@ -172,12 +173,22 @@ class GpuAdmin(AuditedAdmin):
         "sharing_mode",
         "slices",
         "health",
+        "health_reason",
+        "last_bad_at",
         "in_service",
         "ecc_sbe",
         "ecc_dbe",
         "last_seen",
+        "health_history",
     )
-    actions = ("set_exclusive", "set_shared", "take_out_of_service", "return_to_service")
+    actions = (
+        "set_exclusive",
+        "set_shared",
+        "take_out_of_service",
+        "return_to_service",
+        "force_healthy",
+        "force_unhealthy",
+    )
 
     def has_add_permission(self, request: HttpRequest) -> bool:
         return False
@@ -216,6 +227,26 @@ class GpuAdmin(AuditedAdmin):
         for gpu in queryset.select_related("node"):
             services.gpu_set_in_service(gpu=gpu, in_service=True, actor=_actor(request), request=request)
         self.message_user(request, "Returned to service.")
+
+    @admin.action(description="Force healthy now (skip the clean interval)")
+    def force_healthy(self, request: HttpRequest, queryset: QuerySet[Gpu]) -> None:
+        for gpu in queryset.select_related("node"):
+            services.gpu_force_health(gpu=gpu, healthy=True, actor=_actor(request), request=request)
+        self.message_user(request, "Marked healthy; offered to the device plugin again.")
+
+    @admin.action(description="Force unhealthy (requeue its jobs; returns after the clean interval)")
+    def force_unhealthy(self, request: HttpRequest, queryset: QuerySet[Gpu]) -> None:
+        for gpu in queryset.select_related("node"):
+            services.gpu_force_health(gpu=gpu, healthy=False, actor=_actor(request), request=request)
+        self.message_user(request, "Marked unhealthy; its jobs are requeued with a notice.")
+
+    @admin.display(description="History (XIDs, ECC, health, service)")
+    def health_history(self, obj: Gpu) -> str:
+        rows = [
+            (f"{e.ts:%Y-%m-%d %H:%M:%S}", e.get_kind_display(), e.message or (e.value if e.value else ""))
+            for e in selectors.gpu_events(gpu=obj, limit=30)
+        ]
+        return format_html_join(mark_safe("<br>"), "{} {}: {}", rows) or "-"
 
 
 @admin.register(GpuEvent)

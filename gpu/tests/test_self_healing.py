@@ -18,7 +18,7 @@ from gpu.choices import GpuEventKind, GpuHealth
 from gpu.models import Gpu, GpuEvent, Node
 from gpu.signals import gpu_failed
 from gpu.tests.factories import batch, make_gpus, make_node, node_token, sample
-from tests.fixtures.personas import World
+from tests.fixtures.personas import World, session_client
 
 URL = "/api/v1/ingest/samples"
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -137,3 +137,18 @@ def test_operators_force_either_way_audited(
     assert (gpu.health, gpu.last_bad_at, gpu.offered) == (GpuHealth.HEALTHY, None, True)
     actions = list(AuditLog.objects.filter(actor=world.admin).values_list("action", flat=True))
     assert sorted(actions) == ["gpu.health_clear", "gpu.health_fault"]
+
+
+def test_operators_see_the_history_and_force_from_the_admin(sends: mock.MagicMock, world: World) -> None:
+    node = make_node(gpus=1)
+    (gpu,) = make_gpus(node, 1)
+    post(node, [sample(gpu.uuid, xid=94)])
+    client = session_client(world.admin)
+    page = client.get(f"/admin/gpu/gpu/{gpu.pk}/change/").content.decode()
+    assert "XID 94 (critical)" in page
+    assert "unknown -&gt; unhealthy: XID 94" in page
+    client.post("/admin/gpu/gpu/", {"action": "force_healthy", "_selected_action": [str(gpu.pk)]})
+    assert _fresh(gpu)[0].health == GpuHealth.HEALTHY
+    client.post("/admin/gpu/gpu/", {"action": "force_unhealthy", "_selected_action": [str(gpu.pk)]})
+    assert _fresh(gpu)[0].health_reason == "forced by an operator"
+    assert AuditLog.objects.filter(actor=world.admin, action__startswith="gpu.health_").count() == 2
