@@ -248,12 +248,18 @@ admin.site.unregister(Authenticator)
 
 @admin.register(Authenticator)
 class AuthenticatorAdmin(AuditedAdmin):
-    """allauth's admin, audited: an operator removing a lost second factor is an MFA removal too."""
+    """allauth's admin, audited: an operator removing a lost second factor is an MFA removal too.
 
-    raw_id_fields = ("user",)
+    Read-only and without `data`: that is the TOTP secret and the recovery codes, with which anyone
+    reading them could pass the user's second factor."""
+
     list_display = ("user", "type", "created_at", "last_used_at")
     list_filter = ("type", "created_at", "last_used_at")
-    audit_exclude = ("data",)  # the TOTP secret and the recovery codes
+    fields = readonly_fields = ("user", "type", "created_at", "last_used_at")
+    audit_exclude = ("data",)
+
+    def has_add_permission(self, request: HttpRequest) -> bool:
+        return False  # factors are set up by their users, in their own session
 
 
 admin.site.unregister(EmailAddress)

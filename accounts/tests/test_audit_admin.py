@@ -152,3 +152,12 @@ def test_an_address_edited_in_the_admin_is_audited(world: World) -> None:
     assert entry.before["email"] == "bob@example.com"
     assert entry.after is not None
     assert entry.after["email"] == "bob@elsewhere.example.com"
+
+
+def test_the_authenticator_admin_never_shows_the_secret(world: World) -> None:
+    authenticator = Authenticator.objects.get(user=world.admin)
+    client = session_client(world.admin)
+    page = client.get(f"/admin/mfa/authenticator/{authenticator.pk}/change/")
+    assert page.status_code == 200
+    assert "JBSWY3DPEHPK3PXP" not in page.content.decode()
+    assert client.get("/admin/mfa/authenticator/add/").status_code == 403
