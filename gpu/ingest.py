@@ -18,7 +18,7 @@ from django.core.exceptions import PermissionDenied, ValidationError
 from django.db import transaction
 from django.utils import timezone
 
-from gpu import app_settings, broadcast, health
+from gpu import app_settings, broadcast, health, peaks
 from gpu.choices import SharingMode
 from gpu.messages import GpuFrame, ProcessFrame
 from gpu.models import Gpu, Node
@@ -220,6 +220,8 @@ def ingest_batch(*, node: Node, raw: Any) -> IngestResult:
         accepted = store().write([_row(gpus[s.uuid].pk, s) for s in unique])
         latest = _latest(unique)
         health.record(node=node, gpus=gpus, samples=unique, latest=latest, now=now)
+        if readings := peaks.pod_readings(unique):  # per-job peaks and busy time (workloads listens)
+            peaks.pod_readings_stored.send(sender=Node, readings=readings)
     frames = [frame(gpus[uuid], node.name, s) for uuid, s in latest.items()]
     transaction.on_commit(lambda: broadcast.samples_published(node=node.name, frames=frames))
     return IngestResult(accepted=accepted, duplicates=len(samples) - accepted)

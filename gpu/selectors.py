@@ -124,3 +124,8 @@ def shared_slices_by_node(*, include_deleted: bool = False) -> dict[str, list[in
     for name, slices in shared.values_list("node__name", "slices"):
         out.setdefault(name, []).append(int(slices))
     return out
+
+
+def gpu_models_by_node() -> dict[str, str]:
+    """Node name -> its GPU product (gone nodes too): accounting's GPU type of a job that ran there."""
+    return dict(Node.objects.exclude(gpu_model="").values_list("name", "gpu_model"))

@@ -8,6 +8,12 @@ overlaps, so a week-long job counts on every day.
 
 MPS slices are priced with the slice count of the shared GPUs of the node the job ran on, as
 operators set them per GPU (`SlicePlan`), not with the cluster-wide default.
+
+Used GPU-hours are the part of those hours the GPUs were busy: the telemetry samples of the job's GPUs
+whose SM utilisation was at least `busy_sm_pct` (default 5 %), each counting for the time since the
+GPU's previous sample (`Job.busy_gpu_seconds`, kept by workloads.services.peaks), times the job's
+share of each GPU (1, or its slices' fraction). A job's used hours are spread over the days of its
+run like its allocated hours. A job's GPU type is the one it asked for, else its node's GPU product.
 """
 
 from __future__ import annotations
@@ -59,6 +65,17 @@ def job_gpu_hours(job: Job, now: datetime, plan: SlicePlan) -> float:
     return hours * job_equivalent(job, plan)
 
 
+def job_used_hours(job: Job, plan: SlicePlan) -> float:
+    """Busy GPU-hours of one job: whole GPUs' busy seconds as they are, slices' times their share."""
+    share = 1.0 if job.gpus else job_equivalent(job, plan)
+    return job.busy_gpu_seconds / 3600 * share
+
+
+def gpu_type(job: Job, models: Mapping[str, str]) -> str:
+    """The type the job asked for, else the GPU product of the node it ran on ("" when neither)."""
+    return job.gpu_type or models.get(job.node or job.planned_node, "")
+
+
 def _runs(qs: QuerySet[Job], since: datetime) -> QuerySet[Job]:
     qs = qs.filter(started_at__isnull=False).filter(Q(gpus__gt=0) | Q(mps_slices__gt=0))
     return qs.filter(Q(finished_at__isnull=True) | Q(finished_at__gte=since)).select_related("project")
@@ -98,27 +115,53 @@ def _day(at: datetime) -> datetime:
     return at.replace(hour=0, minute=0, second=0, microsecond=0)
 
 
-def _split(job: Job, now: datetime, since: datetime, plan: SlicePlan) -> Iterable[tuple[datetime, float]]:
+def _split(
+    job: Job, now: datetime, since: datetime, plan: SlicePlan
+) -> Iterable[tuple[datetime, float, float]]:
+    """(day, allocated, used) hours per day of the run; used in proportion to allocated."""
     start, end = max(job.started_at or now, since), job.finished_at or now
     size = job_equivalent(job, plan)
+    whole = job_gpu_hours(job, now, plan)
+    used_ratio = job_used_hours(job, plan) / whole if whole else 0.0
     while start < end:
         bucket_end = min(end, _day(start) + timedelta(days=1))
-        yield _day(start), (bucket_end - start).total_seconds() / 3600 * size
+        hours = (bucket_end - start).total_seconds() / 3600 * size
+        yield _day(start), hours, hours * used_ratio
         start = bucket_end
 
 
 def usage_history(*, jobs: QuerySet[Job], group: str, days: int = 30) -> list[dict[str, Any]]:
-    """Rows {day, <group>, gpu_hours} for the last `days` days (UTC), sorted."""
+    """Rows {day, <group>, gpu_hours, used_gpu_hours} for the last `days` days (UTC), sorted."""
     now = timezone.now()
     since = _day(now) - timedelta(days=days - 1)
-    totals: dict[tuple[str, str], float] = {}
+    totals: dict[tuple[str, str], tuple[float, float]] = {}
     plan = slice_plan()
     for job in _runs(jobs.select_related("owner"), since):
         key = job.project.slug if group == "project" else job.owner.email
-        for day, hours in _split(job, now, since, plan):
-            totals[(day.date().isoformat(), key)] = totals.get((day.date().isoformat(), key), 0.0) + hours
+        for day, hours, used in _split(job, now, since, plan):
+            at = (day.date().isoformat(), key)
+            before = totals.get(at, (0.0, 0.0))
+            totals[at] = (before[0] + hours, before[1] + used)
     return [
-        {"day": day, group: key, "gpu_hours": round(hours, 4)} for (day, key), hours in sorted(totals.items())
+        {"day": day, group: key, "gpu_hours": round(hours, 4), "used_gpu_hours": round(used, 4)}
+        for (day, key), (hours, used) in sorted(totals.items())
+    ]
+
+
+def usage_totals(*, jobs: QuerySet[Job], by: str, days: int = 30) -> list[dict[str, Any]]:
+    """Allocated and used GPU-hours of the last `days` days per 'user', 'project' or 'gpu_type'."""
+    now = timezone.now()
+    since = _day(now) - timedelta(days=days - 1)
+    plan, models = slice_plan(), gpu_selectors.gpu_models_by_node()
+    totals: dict[str, tuple[float, float]] = {}
+    for job in _runs(jobs.select_related("owner"), since):
+        key = {"user": job.owner.email, "project": job.project.slug}.get(by) or gpu_type(job, models)
+        before = totals.get(key, (0.0, 0.0))
+        split = list(_split(job, now, since, plan))
+        totals[key] = (before[0] + sum(s[1] for s in split), before[1] + sum(s[2] for s in split))
+    return [
+        {by: key, "gpu_hours": round(hours, 4), "used_gpu_hours": round(used, 4)}
+        for key, (hours, used) in sorted(totals.items())
     ]
 
 
@@ -142,11 +185,13 @@ def gpu_hours_rows(
     qs = qs.filter(Q(gpus__gt=0) | Q(mps_slices__gt=0))
     if since is not None:
         qs = qs.filter(Q(finished_at__isnull=True) | Q(finished_at__gte=since))
-    now, plan = timezone.now(), slice_plan()
-    return [gpu_hours_row(job, now, plan=plan) for job in qs.order_by("started_at")]
+    now, plan, models = timezone.now(), slice_plan(), gpu_selectors.gpu_models_by_node()
+    return [gpu_hours_row(job, now, plan=plan, models=models) for job in qs.order_by("started_at")]
 
 
-def gpu_hours_row(job: Job, now: datetime, *, plan: SlicePlan) -> dict[str, Any]:
+def gpu_hours_row(
+    job: Job, now: datetime, *, plan: SlicePlan, models: Mapping[str, str] | None = None
+) -> dict[str, Any]:
     """One job's line of the GPU-hours export (API and admin alike); `plan` from `slice_plan()`."""
     return {
         "job": str(job.uid),
@@ -155,19 +200,24 @@ def gpu_hours_row(job: Job, now: datetime, *, plan: SlicePlan) -> dict[str, Any]
         "state": job.state,
         "gpus": job.gpus,
         "mps_slices": job.mps_slices,
-        "gpu_type": job.gpu_type,
+        "gpu_type": gpu_type(job, models or {}),
         "started_at": job.started_at.isoformat() if job.started_at else "",
         "finished_at": job.finished_at.isoformat() if job.finished_at else "",
         "gpu_hours": round(job_gpu_hours(job, now, plan), 4),
+        "used_gpu_hours": round(job_used_hours(job, plan), 4),
     }
 
 
 def gpu_hours_rollup(rows: Iterable[dict[str, Any]], *, by: str) -> list[dict[str, Any]]:
-    """Sum rows per 'user' or 'project'."""
-    totals: dict[str, float] = {}
+    """Sum rows per 'user', 'project' or 'gpu_type' (allocated and used)."""
+    totals: dict[str, tuple[float, float]] = {}
     for row in rows:
-        totals[row[by]] = totals.get(row[by], 0.0) + float(row["gpu_hours"])
-    return [{by: key, "gpu_hours": round(value, 4)} for key, value in sorted(totals.items())]
+        before = totals.get(row[by], (0.0, 0.0))
+        totals[row[by]] = (before[0] + float(row["gpu_hours"]), before[1] + float(row["used_gpu_hours"]))
+    return [
+        {by: key, "gpu_hours": round(hours, 4), "used_gpu_hours": round(used, 4)}
+        for key, (hours, used) in sorted(totals.items())
+    ]
 
 
 def csv_response(rows: list[dict[str, Any]], filename: str) -> HttpResponse:

@@ -103,3 +103,28 @@ def log_follow_poll_s() -> float:
 def log_streams_per_user() -> int:
     """Followed log streams one user may hold open in one web process."""
     return int(str(_get("GPUPORTAL_LOG_STREAMS_PER_USER", 8)))
+
+
+def busy_sm_pct() -> int:
+    """A GPU sample counts as busy (used GPU-hours) when its SM utilisation is at least this (%)."""
+    return int(str(_get("GPUPORTAL_BUSY_SM_PERCENT", 5)))
+
+
+def oversized_mem_pct() -> int:
+    """A finished job is listed as oversized when its peak GPU memory is under this share (%) of
+    what it asked for, and its peak SM utilisation under `oversized_sm_pct`."""
+    return int(str(_get("GPUPORTAL_OVERSIZED_MEM_PERCENT", 25)))
+
+
+def oversized_sm_pct() -> int:
+    return int(str(_get("GPUPORTAL_OVERSIZED_SM_PERCENT", 25)))
+
+
+def rightsizing_min_minutes() -> int:
+    """Runs shorter than this give no right-sizing hint: a start-up peak is not a workload."""
+    return int(str(_get("GPUPORTAL_RIGHTSIZING_MIN_MINUTES", 10)))
+
+
+def rightsizing_headroom_pct() -> int:
+    """Room kept above the peaks when a smaller size is suggested (%)."""
+    return int(str(_get("GPUPORTAL_RIGHTSIZING_HEADROOM_PERCENT", 20)))

@@ -88,6 +88,23 @@ class Job(models.Model):
         null=True, blank=True, help_text="Job id the GPUs are reclaimed for."
     )
 
+    # From the node agents' samples (workloads.services.peaks): right-sizing and used GPU-hours.
+    peak_gpu_mem_mib = models.PositiveIntegerField(
+        null=True, blank=True, help_text="Most GPU memory the job's own processes held on one GPU."
+    )
+    peak_sm_pct = models.PositiveSmallIntegerField(
+        null=True, blank=True, help_text="Highest SM utilisation of a GPU running the job (%)."
+    )
+    gpu_mem_total_mib = models.PositiveIntegerField(
+        null=True, blank=True, help_text="Memory of the GPU it ran on, as the agent reported it."
+    )
+    busy_gpu_seconds = models.FloatField(
+        default=0.0, help_text="GPU-seconds with SM utilisation at or above the busy threshold."
+    )
+    telemetry_until = models.DateTimeField(
+        null=True, blank=True, help_text="Newest sample counted; older ones (a retried batch) are not."
+    )
+
     class Meta:
         ordering = ["-submitted_at", "-id"]
         indexes = [models.Index(fields=["project", "state"])]

@@ -9,6 +9,7 @@ urlpatterns = [
     path("<uuid:uid>/cancel/", views.job_cancel, name="cancel"),
     path("<uuid:uid>/rerun/", views.job_rerun, name="rerun"),
     path("<uuid:uid>/rerun/edit/", views.job_rerun_edit, name="rerun_edit"),
+    path("<uuid:uid>/rerun/rightsized/", views.job_rerun_rightsized, name="rerun_rightsized"),
     path("<uuid:uid>/save-template/", views.job_save_template, name="save_template"),
     path("projects/<slug:slug>/usage/", views.project_usage, name="project_usage"),
     path("projects/<slug:slug>/templates/", views.project_templates, name="templates"),

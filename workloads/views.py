@@ -16,8 +16,8 @@ from django.views.decorators.http import require_POST
 from accounts.choices import ROLES_THAT_SUBMIT
 from accounts.models import Project, User
 from accounts.selectors import can_submit, is_operator, project_get, project_list, project_list_with_role
-from workloads import app_settings, selectors
-from workloads.accounting import chart_data, usage_history
+from workloads import app_settings, rightsizing, selectors
+from workloads.accounting import chart_data, job_used_hours, slice_plan, usage_history, usage_totals
 from workloads.forms import GrantRequestForm, SubmitForm, TemplateForm, spec_initial
 from workloads.models import Job, JobTemplate, QuotaGrant
 from workloads.services import grants, templates
@@ -138,12 +138,15 @@ def _status(request: HttpRequest) -> int:
 
 
 def _detail_context(user: User, job: Job, meta: TemplateForm | None = None) -> dict[str, Any]:
+    plan = dict(slice_plan())
     return {
         "job": job,
         "events": selectors.job_events(job=job),
         "can_act": selectors.can_act_on_job(user=user, job=job),
         "can_save": can_submit(user=user, project=job.project),
         "meta": meta or TemplateForm(prefix="template"),
+        "hint": rightsizing.suggest(job, per_gpu=rightsizing.per_gpu_for(job, plan)),
+        "used_gpu_hours": job_used_hours(job, plan),
     }
 
 
@@ -274,8 +277,28 @@ def job_rerun(request: HttpRequest, uid: str) -> HttpResponse:
 
 
 @login_required
+@require_POST
+def job_rerun_rightsized(request: HttpRequest, uid: str) -> HttpResponse:
+    """Rerun at the size the right-sizing hint suggests, computed again here (never from the form)."""
+    user = _user(request)
+    job = selectors.job_get(user=user, uid=uid)
+    hint = rightsizing.suggest(job, per_gpu=rightsizing.per_gpu_for(job))
+    if hint is None:
+        messages.error(request, "This job has no smaller size to suggest.")
+        return redirect("workloads:detail", uid=job.uid)
+    try:
+        new = services.job_rerun(actor=user, job=job, edits=hint.edits, request=request)
+    except (ValidationError, PermissionDenied, services.QueueFull) as exc:
+        messages.error(request, " ".join(getattr(exc, "messages", [str(exc)])))
+        return redirect("workloads:detail", uid=job.uid)
+    messages.success(request, f"Submitted {new.k8s_name} at {hint.size}, a rerun of {job.k8s_name}.")
+    return redirect("workloads:detail", uid=new.uid)
+
+
+@login_required
 def project_usage(request: HttpRequest, slug: str) -> HttpResponse:
-    """GPU-hours per user per day (last 30 days), the CSV link, and the grant request form."""
+    """GPU-hours per user per day (last 30 days), allocated and used per user and GPU type, the jobs
+    that ask for far more than they use, the CSV link, and the grant request form."""
     user = _user(request)
     project = project_get(user=user, slug=slug)
     form = GrantRequestForm(request.POST or None)
@@ -300,9 +323,17 @@ def project_usage(request: HttpRequest, slug: str) -> HttpResponse:
                 request, f"Requested +{grant.gpus} GPUs / +{grant.slices} slices; an operator decides."
             )
             return redirect("workloads:project_usage", slug=project.slug)
-    rows = usage_history(jobs=Job.objects.filter(project=project), group="user", days=30)
+    jobs = Job.objects.filter(project=project)
+    rows = usage_history(jobs=jobs, group="user", days=30)
     context = {
         "project": project,
+        "by_user": usage_totals(jobs=jobs, by="user"),
+        "by_type": usage_totals(jobs=jobs, by="gpu_type"),
+        "oversized": rightsizing.oversized_jobs(project=project),
+        "busy_pct": app_settings.busy_sm_pct(),
+        "min_minutes": app_settings.rightsizing_min_minutes(),
+        "mem_pct": app_settings.oversized_mem_pct(),
+        "sm_pct": app_settings.oversized_sm_pct(),
         "form": form,
         "data": chart_data(rows, group="user"),
         "can_request": can_submit(user=user, project=project),

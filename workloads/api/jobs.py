@@ -162,7 +162,7 @@ class JobViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, viewsets.Gene
 
     @extend_schema(
         parameters=[
-            OpenApiParameter("group", enum=["job", "user", "project"]),
+            OpenApiParameter("group", enum=["job", "user", "project", "gpu_type"]),
             OpenApiParameter("project", str, description="only this project's jobs"),
             OpenApiParameter("state", enum=list(JobState.values), description="only jobs in this state"),
         ],
@@ -170,11 +170,12 @@ class JobViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, viewsets.Gene
     )
     @action(detail=False, methods=["get"], url_path="accounting")
     def accounting(self, request: Request) -> HttpResponse:
-        """Allocated GPU-hours as CSV: per job, or rolled up per user or project (?group=)."""
+        """Allocated and used (busy) GPU-hours as CSV: per job, or rolled up per user, project or GPU
+        type (?group=)."""
         params = request.query_params
         group = params.get("group", "job")
-        if group not in ("job", "user", "project"):
-            raise ValidationError({"group": ["One of job, user, project."]})
+        if group not in ("job", "user", "project", "gpu_type"):
+            raise ValidationError({"group": ["One of job, user, project, gpu_type."]})
         state = params.get("state") or None
         if state is not None and state not in JobState.values:
             raise ValidationError({"state": [f"One of {', '.join(JobState.values)}."]})

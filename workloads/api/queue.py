@@ -116,6 +116,9 @@ class UsageRowSerializer(serializers.Serializer[Any]):
         help_text="The project's slug (group=project) or the user's email (group=user)."
     )
     gpu_hours = serializers.FloatField(help_text="GPU-hours held that day (slices count as a fraction).")
+    used_gpu_hours = serializers.FloatField(
+        help_text="The part of gpu_hours the GPUs were busy (SM utilisation at or above the busy threshold)."
+    )
 
     class Meta:
         ref_name = "UsageRow"
@@ -167,5 +170,13 @@ class UsageView(GenericAPIView[Any]):
         if export == "csv":
             return csv_response(rows, f"usage-by-{group}.csv")
         page = self.paginate_queryset(rows)  # type: ignore[arg-type]  # a list pages like a queryset
-        data = [{"day": row["day"], "key": row[group], "gpu_hours": row["gpu_hours"]} for row in page or []]
+        data = [
+            {
+                "day": r["day"],
+                "key": r[group],
+                "gpu_hours": r["gpu_hours"],
+                "used_gpu_hours": r["used_gpu_hours"],
+            }
+            for r in page or []
+        ]
         return self.get_paginated_response(data)

@@ -14,6 +14,7 @@ from rest_framework import serializers
 
 from accounts.models import Project
 from workloads import app_settings, selectors
+from workloads.api.rightsizing import RightsizingSerializer, rightsizing_of
 from workloads.choices import Priority
 from workloads.messages import QueueSummary
 from workloads.models import Job, JobEvent, JobTemplate
@@ -121,6 +122,7 @@ class JobSerializer(serializers.ModelSerializer[Job]):
     queue = serializers.SerializerMethodField(
         help_text="Queued jobs: position, estimated start, reason, hints."
     )
+    rightsizing = serializers.SerializerMethodField(help_text="GPU peaks, used GPU-hours, a smaller size.")
 
     class Meta:
         model = Job
@@ -154,6 +156,7 @@ class JobSerializer(serializers.ModelSerializer[Job]):
             "k8s_name",
             "gpu_hours",
             "queue",
+            "rightsizing",
         ]
         read_only_fields = fields
 
@@ -163,6 +166,10 @@ class JobSerializer(serializers.ModelSerializer[Job]):
     @extend_schema_field(QueueSummarySerializer(allow_null=True))
     def get_queue(self, job: Job) -> QueueSummary | None:
         return selectors.queue_summary(job)
+
+    @extend_schema_field(RightsizingSerializer)
+    def get_rightsizing(self, job: Job) -> dict[str, Any]:
+        return rightsizing_of(job, self.context)
 
 
 class JobEventSerializer(serializers.ModelSerializer[JobEvent]):
