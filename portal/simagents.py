@@ -40,6 +40,7 @@ class SimGpu:
     uuid: str
     util: float = 0.0
     procs: list[dict[str, Any]] = field(default_factory=list)
+    xid: int | None = None  # reported once by the next sample (tests inject faults with it)
 
 
 def gpu_uuid(node: str, index: int) -> str:
@@ -77,6 +78,7 @@ def sample(gpu: SimGpu, now: datetime, rng: random.Random) -> dict[str, Any]:
     gpu.util = max(0.0, min(100.0, gpu.util + (target - gpu.util) * 0.3 + rng.uniform(-4, 4)))
     util = round(gpu.util)
     used = 300 + sum(p["mem_used_mib"] for p in gpu.procs)
+    xid, gpu.xid = gpu.xid, None
     return {
         "gpu_uuid": gpu.uuid,
         "ts": now.isoformat(timespec="milliseconds").replace("+00:00", "Z"),
@@ -90,7 +92,7 @@ def sample(gpu: SimGpu, now: datetime, rng: random.Random) -> dict[str, Any]:
         "mem_clock_mhz": 14001 if util > 5 else 405,
         "ecc_sbe": 0,
         "ecc_dbe": 0,
-        "xid": None,
+        "xid": xid,
         "processes": list(gpu.procs),
     }
 
