@@ -1,0 +1,113 @@
+"""The whole portal as separate processes (web, worker, beat, controller) behind cuttable links to
+Postgres and the Kubernetes API server, for the T08 outage drills.
+
+The test process talks to the web over HTTP and reads Postgres and the cluster directly, so it sees
+what an outside observer would while the portal's own processes lose their links.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import shutil
+import subprocess
+import sys
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from urllib.parse import urlsplit
+
+import httpx
+import yaml
+from django.conf import settings
+
+from portal.localcluster import ClusterHandle
+from tests.workloads_e2e.procs import (
+    REPO,
+    PrivateRedis,
+    free_port,
+    start_worker,
+    stop_process,
+    wait_for,
+    worker_env,
+)
+from tests.workloads_e2e.tcpproxy import CuttableProxy
+
+# Both soak sizes come from reliability.md T08; `make soak` sets GPUPORTAL_SOAK=1.
+SOAK = os.environ.get("GPUPORTAL_SOAK") == "1"
+SWEEP_S = 10
+
+
+@dataclass
+class Stack:
+    web: str
+    postgres: CuttableProxy
+    apiserver: CuttableProxy
+
+
+def _proxied_kubeconfig(k8s_cluster: ClusterHandle, workdir: Path) -> tuple[Path, CuttableProxy]:
+    config = yaml.safe_load(k8s_cluster.kubeconfig.read_text())
+    server = urlsplit(config["clusters"][0]["cluster"]["server"])
+    proxy = CuttableProxy(server.hostname or "127.0.0.1", int(server.port or 443))
+    config["clusters"][0]["cluster"]["server"] = f"https://127.0.0.1:{proxy.port}"
+    path = workdir / "kubeconfig-proxied"
+    path.write_text(yaml.safe_dump(config))
+    return path, proxy
+
+
+def _spawn(args: list[str], env: dict[str, str], log: Path) -> subprocess.Popen[bytes]:
+    with log.open("ab") as out:
+        return subprocess.Popen(
+            args, cwd=REPO, env=env, stdout=out, stderr=subprocess.STDOUT, start_new_session=True
+        )
+
+
+def _web_answers(base: str) -> bool:
+    try:
+        return httpx.get(f"{base}/healthz", timeout=2).status_code == 200
+    except httpx.HTTPError:
+        return False
+
+
+@contextlib.contextmanager
+def portal_stack(k8s_cluster: ClusterHandle, workdir: Path) -> Iterator[Stack]:
+    db = settings.DATABASES["default"]
+    postgres = CuttableProxy(str(db["HOST"] or "127.0.0.1"), int(db["PORT"] or 5432))
+    kubeconfig, apiserver = _proxied_kubeconfig(k8s_cluster, workdir)
+    redis = PrivateRedis(workdir)
+    redis.start()
+    env = worker_env(
+        redis_url=redis.url, kubeconfig=str(kubeconfig), prefix=settings.GPUPORTAL_NAMESPACE_PREFIX
+    )
+    real = f"@{db['HOST']}:{db['PORT']}/"
+    env["DATABASE_URL"] = env["DATABASE_URL"].replace(real, f"@127.0.0.1:{postgres.port}/")
+    env["GPUPORTAL_SWEEP_SECONDS"] = str(SWEEP_S)
+    # Production settings (debug pages off: an outage must show what users would see), over plain HTTP.
+    env.update(
+        DEBUG="0",
+        SECRET_KEY="drill-" + "k" * 60,
+        ALLOWED_HOSTS="127.0.0.1",
+        SECURE_SSL_REDIRECT="0",
+        SECURE_HSTS_SECONDS="0",
+    )
+    bin_dir = Path(sys.executable).parent
+    celery = shutil.which("celery", path=str(bin_dir)) or "celery"
+    port = free_port()
+    beat = [celery, "-A", "portal", "beat", "-s", str(workdir / "beat.db"), "-l", "warning"]
+    web = [str(bin_dir / "daphne"), "-b", "127.0.0.1", "-p", str(port), "portal.asgi:application"]
+    procs = [
+        start_worker(env, workdir / "worker.log", "drill"),
+        _spawn(beat, env, workdir / "beat.log"),
+        _spawn([sys.executable, "manage.py", "controller", "--tick", "1"], env, workdir / "controller.log"),
+        _spawn(web, env, workdir / "web.log"),
+    ]
+    base = f"http://127.0.0.1:{port}"
+    try:
+        wait_for(lambda: _web_answers(base), 90, "the drill's web process")
+        yield Stack(web=base, postgres=postgres, apiserver=apiserver)
+    finally:
+        for proc in procs:
+            stop_process(proc)
+        postgres.close()
+        apiserver.close()
+        redis.stop()
