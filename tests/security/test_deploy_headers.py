@@ -1,18 +1,22 @@
-"""T01 subset: `check --deploy` is clean under production settings, and every page carries the
-security headers and secure cookie flags."""
+"""T01: `check --deploy` is clean under production settings, and every URL pattern (parameters filled
+from real objects) carries the security headers and secure cookie flags when served by a process on
+the production settings."""
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
-from django.test import Client, override_settings
-from django.urls import URLPattern, URLResolver, get_resolver
+from django.db import connection
 
-from tests.fixtures.personas import World, session_client
+from tests.fixtures.personas import World
+from tests.security.populated import populate
+from tests.security.routes import every_url, missing_cases
 
 ROOT = Path(__file__).resolve().parents[2]
 PRODUCTION_ENV = {
@@ -70,48 +74,59 @@ def test_secret_key_file_is_read(tmp_path: Path) -> None:
     assert result.stdout.strip().startswith("f" * 60), result.stderr
 
 
-def page_urls() -> list[str]:
-    """Every parameterless GET page the portal serves (API and admin included)."""
-    found: list[str] = []
-
-    def walk(patterns: list[URLPattern | URLResolver], prefix: str) -> None:
-        for pattern in patterns:
-            route = prefix + str(pattern.pattern)
-            if isinstance(pattern, URLResolver):
-                walk(pattern.url_patterns, route)
-            elif "<" not in route and "(?P" not in route and "^" not in route:
-                found.append("/" + route.lstrip("^").rstrip("$"))
-
-    walk(get_resolver().url_patterns, "")
-    return sorted(set(found))
+def production_env(tmp_path: Path) -> dict[str, str]:
+    """The production settings, pointed at the test database (the rows a transactional test made)."""
+    db = connection.settings_dict
+    host = f"{db['HOST'] or 'localhost'}:{db['PORT'] or 5432}"
+    url = f"postgres://{db['USER']}:{db['PASSWORD']}@{host}/{db['NAME']}"
+    return {**os.environ, **PRODUCTION_ENV, "DATABASE_URL": url, "GPUPORTAL_VAR_DIR": str(tmp_path)}
 
 
-PRODUCTION_HEADERS = {
-    "SECURE_HSTS_SECONDS": 31536000,
-    "SECURE_HSTS_INCLUDE_SUBDOMAINS": True,
-    "SESSION_COOKIE_SECURE": True,
-    "CSRF_COOKIE_SECURE": True,
-}
+def test_every_url_pattern_has_a_case() -> None:
+    assert not missing_cases(), f"URL patterns without a case in tests/security/routes.py: {missing_cases()}"
 
 
-@pytest.mark.django_db
-@override_settings(**PRODUCTION_HEADERS)
-def test_every_page_has_security_headers(world: World) -> None:
-    urls = page_urls()
-    assert "/dashboard/" in urls
-    assert "/accounts/login/" in urls
-    assert "/api/v1/me/" in urls
-    for client in (Client(), session_client(world.admin)):
-        for url in urls:
-            response = client.get(url, secure=True)
-            where = f"{url} -> {response.status_code}"
-            assert response.status_code < 500, where
-            assert response["Strict-Transport-Security"].startswith("max-age=31536000"), where
-            assert response["X-Content-Type-Options"] == "nosniff", where
-            assert response["Referrer-Policy"] == "same-origin", where
-            assert "default-src 'self'" in response["Content-Security-Policy"], where
-            assert "frame-ancestors 'none'" in response["Content-Security-Policy"], where
-            for cookie in response.cookies.values():
-                assert cookie["secure"], f"{where}: cookie {cookie.key} not Secure"
-                if cookie.key == "sessionid":
-                    assert cookie["httponly"], where
+@pytest.mark.django_db(transaction=True)
+def test_every_url_has_security_headers_in_production(world: World, tmp_path: Path) -> None:
+    """Every URL pattern, parameters filled with real objects, as a visitor, a project manager and an
+    operator, served by a process on the production settings and middleware (no override_settings)."""
+    urls = sorted(set(every_url(populate(world)).values()))
+    assert {"/dashboard/", "/accounts/login/", "/api/v1/me/"} <= set(urls)
+    users = {"anonymous": None, "manager": world.owner.pk, "operator": world.admin.pk}
+    source, target = tmp_path / "walk.json", tmp_path / "seen.json"
+    source.write_text(json.dumps({"urls": urls, "users": users}))
+    result = subprocess.run(
+        [sys.executable, "-m", "tests.security.production_walk", str(source), str(target)],
+        cwd=ROOT,
+        env=production_env(tmp_path),
+        capture_output=True,
+        text=True,
+        timeout=600,
+        check=False,
+    )
+    assert result.returncode == 0, result.stderr[-3000:]
+    seen = json.loads(target.read_text())
+    assert (seen["debug"], seen["hsts"]) == (False, 31536000)
+    assert len(seen["results"]) == len(urls) * len(users)
+    errors = [f"{r['who']} {r['url']}" for r in seen["results"] if r["status"] >= 500]
+    assert not errors, f"server errors: {errors}"
+    for response in seen["results"]:
+        assert_hardened(response)
+
+
+def assert_hardened(response: dict[str, Any]) -> None:
+    where = f"{response['who']} GET {response['url']} -> {response['status']}"
+    headers = response["headers"]
+    assert response["status"] < 500, where
+    assert headers["Strict-Transport-Security"].startswith("max-age=31536000"), where
+    assert "includeSubDomains" in headers["Strict-Transport-Security"], where
+    assert headers["X-Content-Type-Options"] == "nosniff", where
+    assert headers["Referrer-Policy"] == "same-origin", where
+    assert headers["X-Frame-Options"] == "DENY", where
+    assert "default-src 'self'" in headers["Content-Security-Policy"], where
+    assert "frame-ancestors 'none'" in headers["Content-Security-Policy"], where
+    assert not headers["Location"].startswith("http://"), where
+    for cookie in response["cookies"]:
+        assert cookie["secure"], f"{where}: cookie {cookie['key']} not Secure"
+        if cookie["key"] == "sessionid":
+            assert cookie["httponly"], where
