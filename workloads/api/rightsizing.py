@@ -42,7 +42,9 @@ class RightsizingSerializer(serializers.Serializer[Any]):
 
 def rightsizing_of(job: Job, context: dict[str, Any]) -> dict[str, Any]:
     """The block for one job; the slice plan is read once per response (kept in the context)."""
-    plan = context.setdefault("slice_plan", dict(accounting.slice_plan()))
+    if "slice_plan" not in context:
+        context["slice_plan"] = dict(accounting.slice_plan())
+    plan = context["slice_plan"]
     hint = rightsizing.suggest(job, per_gpu=rightsizing.per_gpu_for(job, plan))
     return {
         "peak_gpu_mem_mib": job.peak_gpu_mem_mib,

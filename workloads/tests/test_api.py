@@ -97,11 +97,11 @@ def test_accounting_csv(jobs_world: World) -> None:
     assert response["Content-Type"] == "text/csv"
     text = response.content.decode()
     assert job_id in text
-    assert ",2.0\r\n" in text
+    assert ",2.0,0.0\r\n" in text  # allocated, used (no telemetry)
     by_project = client.get("/api/v1/jobs/accounting/?group=project").content.decode()
-    assert by_project.splitlines() == ["project,gpu_hours", "alpha,2.0"]
+    assert by_project.splitlines() == ["project,gpu_hours,used_gpu_hours", "alpha,2.0,0.0"]
     by_user = client.get("/api/v1/jobs/accounting/?group=user").content.decode()
-    assert by_user.splitlines() == ["user,gpu_hours", "bob@example.com,2.0"]
+    assert by_user.splitlines() == ["user,gpu_hours,used_gpu_hours", "bob@example.com,2.0,0.0"]
     assert client.get("/api/v1/jobs/accounting/?group=planet").status_code == 400
 
 
