@@ -9,7 +9,7 @@ BIN := $(VENV)/bin
 export PATH := $(CURDIR)/$(BIN):$(PATH)
 
 .PHONY: demo test venv system-deps frontend services-up services-down lint typecheck layers pytest bench \
-        cluster-build cluster-up cluster-down proto gpu-check lock images oidc-provider
+        cluster-build cluster-up cluster-down proto gpu-check lock images oidc-provider soak
 
 include plugin/plugin.mk
 include deploy/localcluster/cluster.mk
@@ -66,6 +66,16 @@ images: venv proto system-deps
 	bash deploy/images/build.sh
 
 test: lint typecheck layers pytest
+
+# The drills and model checks at the full size of docs reliability.md (hours, not in `make test`):
+# T05 200 jobs / 50 kills / 5 seeds, T06 500 x 50, T08 Postgres and Redis 5 min, API server 10 min.
+SOAK_TESTS ?= tests/workloads_e2e/test_outage_drills.py tests/workloads_e2e/test_chaos_worker_kill.py \
+              workloads/tests/test_t06_state_machine.py workloads/tests/test_t06_unknown.py
+soak: venv proto system-deps cluster-build images
+	source deploy/setup/services.sh env
+	bash deploy/setup/services.sh up
+	GPUPORTAL_SOAK=1 GPUPORTAL_T06_EXAMPLES=500 GPUPORTAL_T06_STEPS=50 \
+	  $(BIN)/python -m pytest -s $(SOAK_TESTS) $(PYTEST_ARGS)
 
 demo: venv proto frontend cluster-build
 	$(BIN)/python manage.py demo

@@ -1,5 +1,5 @@
 """The whole portal as separate processes (web, worker, beat, controller) behind cuttable links to
-Postgres and the Kubernetes API server, for the T08 outage drills.
+Postgres and the Kubernetes API server, with a Redis of its own, for the T08 outage drills.
 
 The test process talks to the web over HTTP and reads Postgres and the cluster directly, so it sees
 what an outside observer would while the portal's own processes lose their links.
@@ -8,7 +8,6 @@ what an outside observer would while the portal's own processes lose their links
 from __future__ import annotations
 
 import contextlib
-import os
 import shutil
 import subprocess
 import sys
@@ -33,8 +32,6 @@ from tests.workloads_e2e.procs import (
 )
 from tests.workloads_e2e.tcpproxy import CuttableProxy
 
-# Both soak sizes come from reliability.md T08; `make soak` sets GPUPORTAL_SOAK=1.
-SOAK = os.environ.get("GPUPORTAL_SOAK") == "1"
 SWEEP_S = 10
 
 
@@ -43,6 +40,7 @@ class Stack:
     web: str
     postgres: CuttableProxy
     apiserver: CuttableProxy
+    redis: PrivateRedis  # stop() loses everything in it, start() brings it back empty
 
 
 def _proxied_kubeconfig(k8s_cluster: ClusterHandle, workdir: Path) -> tuple[Path, CuttableProxy]:
@@ -104,7 +102,7 @@ def portal_stack(k8s_cluster: ClusterHandle, workdir: Path) -> Iterator[Stack]:
     base = f"http://127.0.0.1:{port}"
     try:
         wait_for(lambda: _web_answers(base), 90, "the drill's web process")
-        yield Stack(web=base, postgres=postgres, apiserver=apiserver)
+        yield Stack(web=base, postgres=postgres, apiserver=apiserver, redis=redis)
     finally:
         for proc in procs:
             stop_process(proc)

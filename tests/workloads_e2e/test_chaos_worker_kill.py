@@ -1,5 +1,6 @@
-"""T05 (first version): 50 jobs, 20 SIGKILLs of Celery worker processes at chosen points of the
-reconcile (after create, after the suspend patch, after delete), real Postgres, Redis, cluster.
+"""T05: SIGKILLs of Celery worker processes at chosen points of the reconcile (after create, after
+the suspend patch, after delete), real Postgres, Redis, cluster. CI: 50 jobs, 20 kills, one seed;
+`make soak`: 200 jobs, 50 kills, 5 seeds (reliability.md).
 
 Passes when, after settling: exactly one Kubernetes Job per live portal job (none for cancelled
 ones), no orphans in the test's namespace, and every portal state equals what the cluster says.
@@ -20,6 +21,7 @@ from tests.fixtures.personas import World
 from tests.workloads_e2e.conftest import cluster_jobs, wait_for
 from tests.workloads_e2e.harness import running_controller, use_broker
 from tests.workloads_e2e.procs import PrivateRedis, start_worker, stop_process, worker_env
+from tests.workloads_e2e.sizes import SOAK
 from workloads.choices import TERMINAL_STATES, JobState
 from workloads.k8s.client import RealKubeClient
 from workloads.k8s.status import observe
@@ -29,8 +31,13 @@ from workloads.tasks import sweep
 from workloads.tests.conftest import IMAGE
 
 pytestmark = [pytest.mark.cluster, pytest.mark.slow, pytest.mark.django_db(transaction=True)]
-SEED = 20261130
-KILLS = {"after_create": 8, "after_suspend_patch": 8, "after_delete": 4}
+SEEDS = [20261130 + i for i in range(5 if SOAK else 1)]
+JOBS = 200 if SOAK else 50
+KILLS = (
+    {"after_create": 20, "after_suspend_patch": 20, "after_delete": 10}
+    if SOAK
+    else {"after_create": 8, "after_suspend_patch": 8, "after_delete": 4}
+)
 
 
 def _submit_all(world: World, rng: random.Random, count: int) -> list[Job]:
@@ -70,14 +77,15 @@ def _assert_db_equals_cluster(kube: RealKubeClient, namespace: str) -> None:
         assert seen.state == job.state, f"{uid}: portal {job.state}, cluster {seen.state}"
 
 
+@pytest.mark.parametrize("seed", SEEDS)
 def test_worker_kills_lose_and_duplicate_nothing(
-    world: World, kube: RealKubeClient, k8s_cluster: ClusterHandle, tmp_path: Path
+    world: World, kube: RealKubeClient, k8s_cluster: ClusterHandle, tmp_path: Path, seed: int
 ) -> None:
     from workloads.tests.conftest import allow_images
 
-    rng = random.Random(SEED)
+    rng = random.Random(seed)
     allow_images(world.alpha)
-    world.alpha.quota.max_concurrent_jobs = 50
+    world.alpha.quota.max_concurrent_jobs = JOBS
     world.alpha.quota.save()
     faults = tmp_path / "faults"
     faults.mkdir()
@@ -94,14 +102,16 @@ def test_worker_kills_lose_and_duplicate_nothing(
     workers = [start_worker(env, tmp_path / f"w{i}.log", f"w{i}") for i in range(2)]
     try:
         with use_broker(redis.url), running_controller(kube):
-            jobs = _submit_all(world, rng, 50)
-            to_cancel = rng.sample(jobs, 8)
+            jobs = _submit_all(world, rng, JOBS)
+            to_cancel = rng.sample(jobs, JOBS * 4 // 25)
             wait_for(
-                lambda: Job.objects.filter(created_in_cluster_at__isnull=False).count() >= 25, 180, "creates"
+                lambda: Job.objects.filter(created_in_cluster_at__isnull=False).count() >= JOBS // 2,
+                180 * JOBS // 50,
+                "creates",
             )
             for job in to_cancel:
                 _cancel(world, job)
-            wait_for(lambda: _settled(jobs), 420, "all jobs settled", every=5)
+            wait_for(lambda: _settled(jobs), 420 * JOBS // 50, "all jobs settled", every=5)
             wait_for(lambda: _cancelled_gone(kube, jobs[0].namespace), 120, "cancelled jobs deleted", every=3)
     finally:
         for proc in workers:

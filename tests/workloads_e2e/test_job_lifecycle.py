@@ -1,7 +1,7 @@
 """Jobs end to end against the real API server, scheduler, Job controller and kwok nodes.
 
 The reconcile task and the admission pass are called directly (no worker); the worker and
-controller paths run in test_chaos_worker_kill and test_redis_outage.
+controller paths run in test_chaos_worker_kill and test_outage_drills.
 """
 
 from __future__ import annotations
