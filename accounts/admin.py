@@ -5,22 +5,35 @@ from __future__ import annotations
 import csv
 from typing import Any
 
+# allauth's admins are registered first, so that they can be replaced below
 import allauth.account.admin
-import allauth.mfa.admin  # noqa: F401
-from allauth.account.admin import EmailAddressAdmin
+import allauth.mfa.admin
+import allauth.socialaccount.admin  # noqa: F401
 from allauth.account.models import EmailAddress
 from allauth.mfa.models import Authenticator
+from allauth.socialaccount.models import SocialAccount, SocialApp, SocialToken
 from django.contrib import admin
 from django.contrib.admin.options import InlineModelAdmin
 from django.contrib.admin.utils import unquote
 from django.contrib.auth.admin import UserAdmin
+from django.contrib.auth.models import Group
 from django.core.exceptions import PermissionDenied
 from django.db.models import Model, QuerySet
 from django.http import HttpRequest, HttpResponse
 
 from accounts import services
 from accounts.audit import audit_record, snapshot
-from accounts.models import ApiToken, AuditLog, GpuTypeLimit, Membership, Project, Quota, User, UserCap
+from accounts.models import (
+    ApiToken,
+    AuditLog,
+    GpuTypeLimit,
+    Membership,
+    Project,
+    ProjectWebhook,
+    Quota,
+    User,
+    UserCap,
+)
 
 
 def _actor(request: HttpRequest) -> User | None:
@@ -38,7 +51,8 @@ def _project_of(obj: Any) -> Project | None:
 class AuditedAdmin(admin.ModelAdmin):  # type: ignore[type-arg]
     """Every admin save and delete lands in the audit log with before/after, inline rows included."""
 
-    audit_exclude: tuple[str, ...] = ("password", "digest")
+    # Secrets never enter the log, whatever the model calls them.
+    audit_exclude: tuple[str, ...] = ("password", "digest", "secret", "token", "token_secret")
 
     def _stored(self, obj: Any) -> dict[str, Any] | None:
         # From the database: a bound form has already copied the submitted values onto `obj`.
@@ -262,13 +276,24 @@ class AuthenticatorAdmin(AuditedAdmin):
         return False  # factors are set up by their users, in their own session
 
 
-admin.site.unregister(EmailAddress)
+def _audit_registered(model: type[Model], exclude: tuple[str, ...] = ()) -> None:
+    """Put the audit in front of an admin another package registered; its own behaviour is unchanged."""
+    original = type(admin.site._registry[model])
+    admin.site.unregister(model)
+    fields = {"audit_exclude": AuditedAdmin.audit_exclude + exclude, "__module__": __name__}
+    admin.site.register(model, type(f"Audited{original.__name__}", (AuditedAdmin, original), fields))
 
 
-@admin.register(EmailAddress)
-class AuditedEmailAddressAdmin(AuditedAdmin, EmailAddressAdmin):  # type: ignore[misc]
-    """allauth's admin, audited: an address decides where password resets go. Its *Mark verified*
-    action is recorded by the email_confirmed receiver (accounts/signals.py)."""
+# An address decides where password resets go (its *Mark verified* action is recorded by the
+# email_confirmed receiver in accounts/signals.py); a social account signs its user in.
+for _model, _exclude in (
+    (EmailAddress, ()),
+    (Group, ()),
+    (SocialApp, ("key",)),
+    (SocialAccount, ("extra_data",)),
+    (SocialToken, ()),
+):
+    _audit_registered(_model, _exclude)
 
 
 AUDIT_COLUMNS = (
@@ -314,3 +339,5 @@ class AuditLogAdmin(admin.ModelAdmin):  # type: ignore[type-arg]
 
 
 from accounts import admin_webhooks as admin_webhooks  # noqa: E402 - registers the webhook admins
+
+_audit_registered(ProjectWebhook)  # its delete is an operator's write like any other

@@ -250,7 +250,7 @@ class GpuAdmin(AuditedAdmin):
 
 
 @admin.register(GpuEvent)
-class GpuEventAdmin(admin.ModelAdmin):  # type: ignore[type-arg]
+class GpuEventAdmin(AuditedAdmin):
     list_display = ("ts", "gpu", "kind", "xid", "value", "message")
     list_filter = ("kind", ("ts", admin.DateFieldListFilter))
     search_fields = ("gpu__uuid", "gpu__node__name", "message")
@@ -264,7 +264,7 @@ class GpuEventAdmin(admin.ModelAdmin):  # type: ignore[type-arg]
 
 
 @admin.register(NodeToken)
-class NodeTokenAdmin(admin.ModelAdmin):  # type: ignore[type-arg]
+class NodeTokenAdmin(AuditedAdmin):
     list_display = ("node", "name", "prefix", "created_at", "last_used_at", "revoked_at")
     list_filter = ("revoked_at",)
     search_fields = ("node__name", "prefix", "name")

@@ -8,8 +8,11 @@ from typing import Any
 import pytest
 from allauth.account.models import EmailAddress
 from allauth.mfa.models import Authenticator
-from django.test import Client
+from allauth.socialaccount.models import SocialAccount
+from django.contrib import admin
+from django.test import Client, RequestFactory
 
+from accounts.admin import AuditedAdmin
 from accounts.choices import Role
 from accounts.models import AuditLog, Membership, UserCap
 from tests.fixtures.personas import World, session_client
@@ -161,3 +164,32 @@ def test_the_authenticator_admin_never_shows_the_secret(world: World) -> None:
     assert page.status_code == 200
     assert "JBSWY3DPEHPK3PXP" not in page.content.decode()
     assert client.get("/admin/mfa/authenticator/add/").status_code == 403
+
+
+def test_every_admin_that_can_write_is_audited(rf: RequestFactory, world: World) -> None:
+    """An admin someone adds later (or a package registers) with add, change or delete: audited too."""
+    request = rf.get("/admin/")
+    request.user = world.admin
+    unaudited = [
+        model._meta.label
+        for model, model_admin in admin.site._registry.items()
+        if not isinstance(model_admin, AuditedAdmin)
+        and (
+            model_admin.has_add_permission(request)
+            or model_admin.has_change_permission(request)
+            or model_admin.has_delete_permission(request)
+        )
+    ]
+    assert unaudited == []
+
+
+def test_an_unlinked_sign_in_identity_is_audited(world: World) -> None:
+    """Removing a user's OIDC identity in the admin (allauth's own admin, with the audit in front)."""
+    identity = SocialAccount.objects.create(user=world.member, provider="oidc", uid="sub-123")
+    client = session_client(world.admin)
+    response = client.post(f"/admin/socialaccount/socialaccount/{identity.pk}/delete/", {"post": "yes"})
+    assert response.status_code == 302, response.content.decode()[:3000]
+    entry = AuditLog.objects.get(action="admin.delete", object_type="socialaccount.SocialAccount")
+    assert entry.actor == world.admin
+    assert entry.before is not None
+    assert entry.before["uid"] == "sub-123"

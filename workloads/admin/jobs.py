@@ -39,7 +39,7 @@ class JobEventInline(admin.TabularInline):  # type: ignore[type-arg]
 
 
 @admin.register(Job)
-class JobAdmin(admin.ModelAdmin):  # type: ignore[type-arg]
+class JobAdmin(AuditedAdmin):
     list_display = (
         "k8s_name",
         "name",
@@ -132,12 +132,12 @@ class JobTemplateAdmin(AuditedAdmin):
 
 
 @admin.register(OrphanReport)
-class OrphanReportAdmin(admin.ModelAdmin):  # type: ignore[type-arg]
+class OrphanReportAdmin(AuditedAdmin):
     list_display = ("namespace", "name", "job_uid", "first_seen", "last_seen", "resolved_at")
     readonly_fields = ("namespace", "name", "job_uid", "first_seen", "last_seen")
 
 
 @admin.register(ReconcileOutbox)
-class ReconcileOutboxAdmin(admin.ModelAdmin):  # type: ignore[type-arg]
+class ReconcileOutboxAdmin(AuditedAdmin):
     list_display = ("job", "requested_at", "published_at", "attempts")
     readonly_fields = ("job", "requested_at", "published_at", "attempts")

@@ -26,7 +26,7 @@ def _actor(request: HttpRequest) -> User:
 
 
 @admin.register(QueuedJob)
-class QueuedJobAdmin(admin.ModelAdmin):  # type: ignore[type-arg]
+class QueuedJobAdmin(AuditedAdmin):
     list_display = (
         "position",
         "__str__",
