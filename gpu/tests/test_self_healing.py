@@ -152,3 +152,21 @@ def test_operators_see_the_history_and_force_from_the_admin(sends: mock.MagicMoc
     client.post("/admin/gpu/gpu/", {"action": "force_unhealthy", "_selected_action": [str(gpu.pk)]})
     assert _fresh(gpu)[0].health_reason == "forced by an operator"
     assert AuditLog.objects.filter(actor=world.admin, action__startswith="gpu.health_").count() == 2
+
+
+def test_gpus_unhealthy_before_the_upgrade_wait_one_clean_interval_from_it() -> None:
+    from importlib import import_module
+
+    from django.apps import apps
+
+    migration = import_module("gpu.migrations.0003_gpu_self_healing")
+    node = make_node(gpus=2)
+    old_bad, fine = make_gpus(node, 2)
+    Gpu.objects.filter(pk=old_bad.pk).update(health=GpuHealth.UNHEALTHY)
+    migration.start_the_clock(apps, None)
+    old_bad, fine = _fresh(old_bad, fine)
+    assert old_bad.last_bad_at is not None
+    assert fine.last_bad_at is None
+    with mock.patch("gpu.services.current_app.send_task"):
+        post(node, [sample(old_bad.uuid)])
+    assert _fresh(old_bad)[0].health == GpuHealth.UNHEALTHY
