@@ -116,7 +116,10 @@ def _victim_webhook(v: Victim) -> None:
 VICTIM_SETUP.append(_victim_webhook)
 
 # Websocket routes (patterns of portal.routing) -> a path an attacker opens for the victim's object.
+# The socket opens only for one's own objects; routes not listed here open for inventory every
+# signed-in user may watch, and must then carry nothing of the victim (tests/security/test_ws_tenancy.py).
 WS_PROBES: dict[str, Callable[[Victim], str]] = {}
+WS_REFUSED: set[str] = set()
 
 # workloads: the jobs and templates routes and the live jobs socket.
 from tests.security.test_jobs_tenancy import register_job_probes  # noqa: E402

@@ -57,6 +57,8 @@ def register_queue_probes() -> None:
                 Probe("GET", "/api/v1/usage/?group=project", "no_foreign_rows"),
                 Probe("GET", "/api/v1/usage/?group=user", "no_foreign_rows"),
                 Probe("GET", f"/api/v1/usage/?project={v.project.slug}&group=user", "no_foreign_rows"),
+                Probe("GET", "/api/v1/usage/?group=project&export=csv", "no_foreign_rows"),
+                Probe("GET", "/api/v1/usage/?group=user&export=csv", "no_foreign_rows"),
             ],
         }
     )

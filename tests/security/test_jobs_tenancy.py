@@ -62,7 +62,10 @@ def register_job_probes() -> None:
                 Probe("GET", job_url(v, "logs/?follow=1"), "not_found")
             ],
             "GET /api/v1/jobs/accounting/": lambda v: [
-                Probe("GET", "/api/v1/jobs/accounting/", "no_foreign_rows")
+                Probe("GET", "/api/v1/jobs/accounting/", "no_foreign_rows"),
+                Probe("GET", f"/api/v1/jobs/accounting/?project={v.project.slug}", "no_foreign_rows"),
+                Probe("GET", "/api/v1/jobs/accounting/?group=project", "no_foreign_rows"),
+                Probe("GET", "/api/v1/jobs/accounting/?group=user", "no_foreign_rows"),
             ],
             "GET /api/v1/templates/": lambda v: [Probe("GET", "/api/v1/templates/", "no_foreign_rows")],
             "POST /api/v1/templates/": lambda v: [

@@ -4,7 +4,10 @@ a probe fails the test."""
 
 from __future__ import annotations
 
+import csv
 import hashlib
+import io
+import json
 from typing import Any
 
 import pytest
@@ -13,9 +16,9 @@ from drf_spectacular.generators import SchemaGenerator
 from rest_framework.test import APIClient
 
 from accounts import services
-from accounts.choices import TokenScope
-from accounts.models import AuditLog, Membership, User
-from tests.fixtures.personas import World, api_session_client
+from accounts.choices import Role, TokenScope
+from accounts.models import AuditLog, Membership, Project, User
+from tests.fixtures.personas import World, api_session_client, make_project, make_user
 from tests.security.probes import OWN_WRITES, PROBES, VICTIM_SETUP, Probe, Victim
 
 pytestmark = pytest.mark.django_db
@@ -49,9 +52,20 @@ def fingerprint() -> str:
     return digest.hexdigest()
 
 
+def gamma(world: World) -> tuple[Project, User]:
+    """The third project and its manager (gina), made on first use."""
+    manager = User.objects.filter(email="gina@example.com").first() or make_user("gina@example.com")
+    project = Project.objects.filter(slug="gamma").first() or make_project("gamma")
+    Membership.objects.get_or_create(project=project, user=manager, defaults={"role": Role.MANAGER})
+    return project, manager
+
+
 def victim_of(world: World, slug: str) -> Victim:
-    project = world.alpha if slug == "alpha" else world.beta
-    manager = world.owner if slug == "alpha" else world.outsider
+    project, manager = {
+        "alpha": (world.alpha, world.owner),
+        "beta": (world.beta, world.outsider),
+        "gamma": gamma(world),
+    }[slug]
     token, _ = services.token_create(user=manager, name="victim", scopes=list(ALL_SCOPES), expires_at=None)
     victim = Victim(
         project=project,
@@ -79,14 +93,38 @@ def assert_holds(probe: Probe, response: Any, victim: Victim) -> None:
         assert response.status_code in (400, 401, 403, 404, 429), where
     else:
         assert response.status_code < 500, where
-        text = response.content.decode()
+        values = body_values(response)
         for marker in (
             victim.project.slug,
             victim.manager.email,
             victim.token.prefix,
             *victim.extra.get("markers", []),
         ):
-            assert f'"{marker}"' not in text, f"foreign row leaked: {marker} in {where}"
+            assert marker not in values, f"foreign row leaked: {marker} in {where}"
+
+
+def body_values(response: Any) -> set[str]:
+    """Every string value of a JSON body, or every cell of a CSV body."""
+    text = (
+        response.content.decode() if not response.streaming else b"".join(response.streaming_content).decode()
+    )
+    if response.get("Content-Type", "").startswith("text/csv"):
+        return {cell for row in csv.reader(io.StringIO(text)) for cell in row}
+    found: set[str] = set()
+
+    def walk(value: Any) -> None:
+        if isinstance(value, dict):
+            for key, item in value.items():
+                found.add(str(key))
+                walk(item)
+        elif isinstance(value, list):
+            for item in value:
+                walk(item)
+        elif value is not None:
+            found.add(str(value))
+
+    walk(json.loads(text) if text.strip() else None)
+    return found
 
 
 def test_every_api_route_has_a_probe(db: None) -> None:
@@ -94,10 +132,17 @@ def test_every_api_route_has_a_probe(db: None) -> None:
     assert not missing, f"routes without a cross-tenant probe in tests/security/probes.py: {sorted(missing)}"
 
 
-@pytest.mark.parametrize("attacker_name", ["outsider", "owner", "member", "viewer"])
-def test_foreign_objects_are_invisible_and_untouchable(world: World, attacker_name: str) -> None:
-    attacker: User = getattr(world, attacker_name)
-    victim = victim_of(world, "beta" if attacker_name != "outsider" else "alpha")
+# Three projects: each is attacked from both others, by every role of alpha.
+PAIRS = [
+    ("outsider", "alpha"), ("gamma", "alpha"), ("owner", "beta"), ("member", "beta"), ("viewer", "beta"),
+    ("gamma", "beta"), ("owner", "gamma"), ("outsider", "gamma"),
+]  # fmt: skip
+
+
+@pytest.mark.parametrize(("attacker_name", "slug"), PAIRS)
+def test_foreign_objects_are_invisible_and_untouchable(world: World, attacker_name: str, slug: str) -> None:
+    attacker: User = gamma(world)[1] if attacker_name == "gamma" else getattr(world, attacker_name)
+    victim = victim_of(world, slug)
     for auth, client in clients_for(attacker).items():
         for route in sorted(schema_routes() & set(PROBES)):
             for probe in PROBES[route](victim):
@@ -111,6 +156,4 @@ def test_foreign_objects_are_invisible_and_untouchable(world: World, attacker_na
 
 
 def _json(body: dict[str, Any] | None) -> str:
-    import json
-
     return json.dumps(body) if body is not None else ""
