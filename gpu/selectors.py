@@ -5,13 +5,13 @@ from __future__ import annotations
 from datetime import datetime, timedelta
 from typing import Any
 
-from django.db.models import QuerySet
+from django.db.models import Q, QuerySet
 from django.http import Http404
 from django.utils import timezone
 
 from accounts.models import Project, User
 from accounts.selectors import is_operator
-from gpu.choices import SharingMode
+from gpu.choices import GpuHealth, SharingMode
 from gpu.messages import GpuFrame, ProcessFrame
 from gpu.models import Gpu, GpuEvent, GpuSample, Node
 
@@ -123,6 +123,16 @@ def shared_slices_by_node(*, include_deleted: bool = False) -> dict[str, list[in
     shared = gpus.filter(sharing_mode=SharingMode.SHARED).order_by("node__name", "index")
     for name, slices in shared.values_list("node__name", "slices"):
         out.setdefault(name, []).append(int(slices))
+    return out
+
+
+def unoffered_whole_by_node() -> dict[str, int]:
+    """Node name -> its exclusive GPUs the plugin is told not to offer (unhealthy or out of service)."""
+    out: dict[str, int] = {}
+    gpus = gpu_list().filter(sharing_mode=SharingMode.EXCLUSIVE)
+    out_of_service = gpus.filter(Q(in_service=False) | Q(health=GpuHealth.UNHEALTHY))
+    for name in out_of_service.values_list("node__name", flat=True):
+        out[name] = out.get(name, 0) + 1
     return out
 
 

@@ -121,6 +121,13 @@ def _slice_sizes(allocatable: int, per_gpu: int, planned: list[int] | None) -> l
     return [per_gpu] * (allocatable // max(1, per_gpu))
 
 
+def _offered(node: Obj, alloc: Obj, unoffered: int) -> int:
+    """Allocatable whole GPUs, at most capacity minus the GPUs the portal took out (self-healing)."""
+    total = int(alloc.get(GPU_RESOURCE) or 0)
+    capacity = int(((node.get("status") or {}).get("capacity") or {}).get(GPU_RESOURCE) or total)
+    return max(0, min(total, capacity - unoffered)) if unoffered else total
+
+
 def _schedulable(node: Obj) -> bool:
     if (node.get("spec") or {}).get("unschedulable"):
         return False
@@ -134,10 +141,13 @@ def node_states(
     reserved: Mapping[str, Reserved],
     slices_per_gpu: int,
     slice_plan: Mapping[str, list[int]] | None = None,
+    unoffered: Mapping[str, int] | None = None,
 ) -> tuple[NodeState, ...]:
     """`reserved`: node -> what admitted portal jobs whose pods are not bound yet hold there.
     `slice_plan`: node -> slices of each shared GPU, as set per GPU in the admin. CPU and memory
-    free = allocatable minus the bound pods' requests and the reservations, as the scheduler sees it."""
+    free = allocatable minus the bound pods' requests and the reservations, as the scheduler sees it.
+    `unoffered`: node -> whole GPUs the portal does not offer (unhealthy or out of service); they leave
+    the node's GPUs at once, before the kubelet drops them from allocatable (never counted twice)."""
     pods = cluster.pods
     gpus_used, slices_used = _used(pods, GPU_RESOURCE), _used(pods, SHARED_RESOURCE)
     cpu_used, memory_used = _used(pods, "cpu", millicores), _used(pods, "memory", _memory_up)
@@ -145,7 +155,7 @@ def node_states(
     for node in cluster.nodes:
         name = str(node["metadata"]["name"])
         alloc = (node.get("status") or {}).get("allocatable") or {}
-        total = int(alloc.get(GPU_RESOURCE) or 0)
+        total = _offered(node, alloc, (unoffered or {}).get(name, 0))
         res = reserved.get(name, Reserved())
         free = max(0, total - gpus_used.get(name, 0) - res.gpus)
         advertised = int(alloc.get(SHARED_RESOURCE) or 0)

@@ -155,6 +155,7 @@ def cluster_state(*, now: datetime, live: LiveCluster) -> ClusterState:
         reserved=_reserved(active, live.bound_job_uids()),
         slices_per_gpu=settings.slices_per_gpu,
         slice_plan=gpu_selectors.shared_slices_by_node(),
+        unoffered=gpu_selectors.unoffered_whole_by_node(),
     )
     return ClusterState(
         pending=tuple(pending_of(j) for j in pending),
