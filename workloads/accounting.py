@@ -176,6 +176,16 @@ def chart_data(rows: list[dict[str, Any]], *, group: str) -> dict[str, Any]:
     }
 
 
+def totals_chart(rows: list[dict[str, Any]], *, by: str) -> dict[str, Any]:
+    """Chart.js shape for `usage_totals` rows: one bar pair (allocated, used) per key."""
+    labels = [r[by] or "any" for r in rows]
+    allocated = {"label": "Allocated", "data": [r["gpu_hours"] for r in rows]}
+    return {
+        "labels": labels,
+        "datasets": [allocated, {"label": "Used", "data": [r["used_gpu_hours"] for r in rows]}],
+    }
+
+
 def gpu_hours_rows(
     *, user: User, since: datetime | None = None, project: str | None = None, state: str | None = None
 ) -> list[dict[str, Any]]:

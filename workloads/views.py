@@ -17,7 +17,14 @@ from accounts.choices import ROLES_THAT_SUBMIT
 from accounts.models import Project, User
 from accounts.selectors import can_submit, is_operator, project_get, project_list, project_list_with_role
 from workloads import app_settings, rightsizing, selectors
-from workloads.accounting import chart_data, job_used_hours, slice_plan, usage_history, usage_totals
+from workloads.accounting import (
+    chart_data,
+    job_used_hours,
+    slice_plan,
+    totals_chart,
+    usage_history,
+    usage_totals,
+)
 from workloads.forms import GrantRequestForm, SubmitForm, TemplateForm, spec_initial
 from workloads.models import Job, JobTemplate, QuotaGrant
 from workloads.services import grants, templates
@@ -325,10 +332,12 @@ def project_usage(request: HttpRequest, slug: str) -> HttpResponse:
             return redirect("workloads:project_usage", slug=project.slug)
     jobs = Job.objects.filter(project=project)
     rows = usage_history(jobs=jobs, group="user", days=30)
+    by_type = usage_totals(jobs=jobs, by="gpu_type")
     context = {
         "project": project,
         "by_user": usage_totals(jobs=jobs, by="user"),
-        "by_type": usage_totals(jobs=jobs, by="gpu_type"),
+        "by_type": by_type,
+        "type_chart": totals_chart(by_type, by="gpu_type"),
         "oversized": rightsizing.oversized_jobs(project=project),
         "busy_pct": app_settings.busy_sm_pct(),
         "min_minutes": app_settings.rightsizing_min_minutes(),

@@ -86,6 +86,8 @@ def test_the_hint_from_stored_peaks_and_the_one_click_rerun(
         page.goto(f"{base}/jobs/projects/{world.alpha.slug}/usage/")
         expect(page.locator("#oversized-jobs")).to_contain_text("resnet-small")
         expect(page.locator("#usage-by-type")).to_contain_text("NVIDIA-GeForce-RTX-5090")
+        page.wait_for_function("() => window.Chart && Chart.getChart('usage-type-chart')")
+        page.wait_for_timeout(1500)  # Chart.js animates the bars in; the screenshot wants them drawn
         _shot(page, "usage-used-hours.png")
 
         page.goto(f"{base}/jobs/{job.uid}/")

@@ -17,6 +17,15 @@
         scales: { y: { beginAtZero: true, title: { display: true, text: "GPU-hours" } } },
       },
     });
+    // Allocated next to used (busy) GPU-hours per GPU type, when the page has them.
+    var types = document.getElementById("usage-type-data");
+    var bars = document.getElementById("usage-type-chart");
+    if (!types || !bars) return;
+    new window.Chart(bars, {
+      type: "bar",
+      data: JSON.parse(types.textContent),
+      options: { responsive: true, scales: { y: { beginAtZero: true, title: { display: true, text: "GPU-hours" } } } },
+    });
   }
   if (document.readyState === "loading") document.addEventListener("DOMContentLoaded", draw);
   else draw();
