@@ -136,12 +136,19 @@ def test_staff_without_mfa_cannot_open_the_admin(world: World) -> None:
 
 
 def test_a_dumped_hash_does_not_authenticate(world: World) -> None:
-    token, _ = services.token_create(user=world.member, name="a", scopes=["read"], expires_at=None)
+    """What a database dump holds (prefix, digest) never authenticates, and the secret is not in it.
+
+    The header check only lets `gpt_...` values reach the lookup, so the lookup itself is asked with
+    the dumped digest: it must hash what it is given, never compare it with the stored digest."""
+    token, secret = services.token_create(user=world.member, name="a", scopes=["read"], expires_at=None)
+    row = ApiToken.objects.filter(pk=token.pk).values().get()
+    assert not any(secret.removeprefix(services.TOKEN_PREFIX)[-16:] in str(v) for v in row.values()), row
+    assert services.token_authenticate(secret=token.digest, ip=None) is None
+    assert services.token_authenticate(secret=secret, ip=None) == token
     client = APIClient()
-    client.credentials(HTTP_AUTHORIZATION=f"Bearer {token.digest}")
-    assert client.get("/api/v1/me/").status_code in (401, 403)
-    client.credentials(HTTP_AUTHORIZATION=f"Bearer gpt_{token.prefix}_{token.digest}")
-    assert client.get("/api/v1/me/").status_code == 401
+    for dumped in (token.digest, f"{services.TOKEN_PREFIX}{token.digest}", f"gpt_{token.prefix}_{token.digest}"):
+        client.credentials(HTTP_AUTHORIZATION=f"Bearer {dumped}")
+        assert client.get("/api/v1/me/").status_code in (401, 403), dumped
 
 
 def test_expired_and_revoked_tokens_are_refused(world: World) -> None:
