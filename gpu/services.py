@@ -204,7 +204,8 @@ def gpu_health_followup(
     """After a health change: announce newly failed GPUs (workloads requeues their jobs) and, when a
     GPU's offer changed, re-apply the node's health cordon and run the node task (plugin ConfigMap)."""
     for uuid, reason in failed.items():
-        transaction.on_commit(_announce(node.name, uuid, reason, list(pods.get(uuid, []))))
+        # robust: a failing receiver is logged and never turns the agent's accepted batch into an error
+        transaction.on_commit(_announce(node.name, uuid, reason, list(pods.get(uuid, []))), robust=True)
     if offer_changed:
         node_health_cordon(node=node)
         node_reconcile_enqueue(node=node)
