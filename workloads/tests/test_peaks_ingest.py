@@ -13,6 +13,7 @@ from django.test.utils import CaptureQueriesContext
 from django.utils import timezone
 from rest_framework.test import APIClient
 
+from gpu.messages import ProcessFrame
 from gpu.peaks import PodReading, pod_readings
 from gpu.samples import Sample
 from gpu.tests.factories import batch, make_gpus, make_node, node_token, series
@@ -93,10 +94,15 @@ def test_one_select_and_one_update_per_batch_however_many_samples(world: World) 
 
 def test_readings_sum_a_pods_processes_and_cap_gaps() -> None:
     t0 = datetime.now(UTC)
-    proc = {"pid": 1, "mem_used_mib": 100, "pod_namespace": "ns", "pod_name": "job-a-1", "container": "c"}
-    values = {"mem_total_mib": 1000, "util_gpu": 30}
+    proc = ProcessFrame(pid=1, mem_used_mib=100, pod_namespace="ns", pod_name="job-a-1", container="c")
+    values: dict[str, Any] = {"mem_total_mib": 1000, "util_gpu": 30}
     samples = [
-        Sample("GPU-0", t0, values, [proc, {**proc, "pid": 2}, {**proc, "pod_name": None}]),
+        Sample(
+            "GPU-0",
+            t0,
+            values,
+            [proc, ProcessFrame(**{**proc, "pid": 2}), ProcessFrame(**{**proc, "pod_name": None})],
+        ),
         Sample("GPU-0", t0 + timedelta(seconds=2), values, [proc]),
         Sample("GPU-0", t0 + timedelta(seconds=60), values, [proc]),  # after a gap: not 58 busy seconds
     ]
