@@ -7,6 +7,7 @@ into each page as a script tag, so the browser context bypasses the CSP for that
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterator
 from typing import Any
 
@@ -206,8 +207,10 @@ def test_the_submit_form_works_by_keyboard_alone(site: dict[str, Any]) -> None:
         page.keyboard.press("ControlOrMeta+a")
         page.keyboard.type(value)
     _tab_to(page, "#submit-job")
-    page.keyboard.press("Enter")
-    page.wait_for_url("**/jobs/*-*/")
+    with page.expect_navigation():
+        page.keyboard.press("Enter")
+    errors = page.locator("[data-error-for], .errorlist, [aria-invalid=true]").all_inner_texts()
+    assert re.search(r"/jobs/[0-9a-f-]{36}/$", page.url), (page.url, errors)
     assert Job.objects.count() == 3
     page.context.close()
 
