@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# Front-end libraries (htmx, Pico CSS, Chart.js) from the npm registry, never copied into the repo.
+# Front-end libraries (htmx, Pico CSS, Chart.js; axe-core for the accessibility tests) from the npm
+# registry, never copied into the repo.
 # `make demo` and `make test` both need them: without them every page renders without CSS or JS.
 set -euo pipefail
 if ! command -v npm >/dev/null; then
