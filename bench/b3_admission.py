@@ -60,14 +60,14 @@ def cluster() -> tuple[list[NodeState], dict[str, ProjectQuota]]:
     return nodes, quotas
 
 
-def replay(profile: Profile, cycle_s: float | None) -> ReplayResult:
+def replay(profile: Profile, cycle_s: float | None, *, keep_queue: bool = True) -> ReplayResult:
     """The grid is offset by half a cycle from the trace's 100 ms arrival grid, so every event waits
     for the controller (25 ms on average here)."""
     jobs, _ = trace(profile)
     nodes, quotas = cluster()
     settings = Settings(preemption_notice_s=0, half_life_hours=1.0)
     return Replay(jobs, nodes, quotas, settings, cycle_s=cycle_s, history=False,
-                  phase_s=CYCLE_S / 2).run()  # fmt: skip
+                  phase_s=CYCLE_S / 2, keep_queue=keep_queue).run()  # fmt: skip
 
 
 def _usage(r: ReplayResult) -> float:

@@ -10,12 +10,12 @@ Pass 1 runs first so a returning borrower never takes back what a lender is wait
 from __future__ import annotations
 
 import heapq
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 
 from workloads.queue.capacity import Ledger, Limit, NodeCap, Placement
 from workloads.queue.model import Admission, Code, JobId, PendingJob, Usage
-from workloads.queue.ordering import SortKey, sort_key
+from workloads.queue.ordering import sort_key
 
 
 @dataclass(frozen=True)
@@ -215,23 +215,29 @@ def project_queues(ordered: list[PendingJob]) -> dict[str, list[PendingJob]]:
     return queues
 
 
+# Each project's next job and the rest of its queue, read lazily.
+Heads = dict[str, tuple[PendingJob, Iterator[PendingJob]]]
+
+
+def _heads(queues: Mapping[str, Iterator[PendingJob]]) -> Heads:
+    heads: Heads = {}
+    for project, rest in queues.items():
+        first = next(rest, None)
+        if first is not None:
+            heads[project] = (first, rest)
+    return heads
+
+
 def _drain(
-    queues: Mapping[str, list[PendingJob]],
-    start: Mapping[str, int],
-    ledger: Ledger,
-    usage: Usage,
-    borrow: bool,
-    reclaim: Reclaim | None,
-    out: PassResult,
-) -> None:
-    heap: list[tuple[SortKey, str, int]] = []
-    for project, idx in start.items():
-        if idx < len(queues[project]):
-            heap.append((sort_key(queues[project][idx], usage), project, idx))
+    heads: Heads, ledger: Ledger, usage: Usage, borrow: bool, reclaim: Reclaim | None, out: PassResult
+) -> Heads:
+    """Admit in queue order across projects; returns the heads each blocked project stopped at."""
+    heap = [(sort_key(job, usage), project) for project, (job, _) in heads.items()]
     heapq.heapify(heap)
+    stopped: Heads = {}
     while heap:
-        _, project, idx = heapq.heappop(heap)
-        job = queues[project][idx]
+        _, project = heapq.heappop(heap)
+        job, rest = heads[project]
         got = attempt(job, ledger, borrow)
         if isinstance(got, Block) and got.code == "no_node" and reclaim is not None:
             got = reclaim(job, ledger) or got
@@ -243,25 +249,39 @@ def _drain(
             out.blocks[job.id] = got
             if got.code != "user_cap":
                 out.heads[project] = job.id
+                stopped[project] = (job, rest)
                 continue
-        if idx + 1 < len(queues[project]):
-            heapq.heappush(heap, (sort_key(queues[project][idx + 1], usage), project, idx + 1))
+        after = next(rest, None)
+        if after is not None:
+            heads[project] = (after, rest)
+            heapq.heappush(heap, (sort_key(after, usage), project))
+    return stopped
+
+
+def admit_queues(
+    queues: Mapping[str, Iterator[PendingJob]],
+    ledger: Ledger,
+    usage: Usage,
+    borrowing: bool,
+    reclaim: Reclaim | None,
+) -> PassResult:
+    """Pass 1 inside quota (with reclaim for lenders), then pass 2 borrowing for preemptible heads."""
+    out = PassResult()
+    stopped = _drain(_heads(queues), ledger, usage, False, reclaim, out)
+    if not borrowing:
+        return out
+    resume = {
+        p: head
+        for p, head in stopped.items()
+        if out.blocks[head[0].id].code == "quota" and head[0].preemptible
+    }
+    _drain(resume, ledger, usage, True, None, out)
+    return out
 
 
 def admit_all(
     ordered: list[PendingJob], ledger: Ledger, usage: Usage, borrowing: bool, reclaim: Reclaim | None
 ) -> PassResult:
-    """Pass 1 inside quota (with reclaim for lenders), then pass 2 borrowing for preemptible heads."""
-    queues = project_queues(ordered)
-    out = PassResult()
-    _drain(queues, dict.fromkeys(queues, 0), ledger, usage, False, reclaim, out)
-    if not borrowing:
-        return out
-    index = {p: {j.id: i for i, j in enumerate(q)} for p, q in queues.items()}
-    resume = {
-        p: index[p][head]
-        for p, head in out.heads.items()
-        if out.blocks[head].code == "quota" and queues[p][index[p][head]].preemptible
-    }
-    _drain(queues, resume, ledger, usage, True, None, out)
-    return out
+    """`admit_queues` over an already ordered list (what-if estimates)."""
+    queues = {p: iter(q) for p, q in project_queues(ordered).items()}
+    return admit_queues(queues, ledger, usage, borrowing, reclaim)

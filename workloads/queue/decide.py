@@ -7,10 +7,12 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from datetime import datetime
+from functools import cached_property
 
-from workloads.queue.admit import PassResult, admit_all
+from workloads.queue.admit import PassResult, admit_queues
 from workloads.queue.capacity import build_ledger
 from workloads.queue.fairshare import usage_now
+from workloads.queue.index import QueueIndex
 from workloads.queue.model import ClusterState, PendingJob, Usage
 from workloads.queue.ordering import order
 from workloads.queue.preempt import Reclaimer
@@ -18,18 +20,24 @@ from workloads.queue.preempt import Reclaimer
 
 @dataclass
 class Decision:
-    ordered: list[PendingJob]
+    pending: tuple[PendingJob, ...]
     usage: Usage
     result: PassResult
     reclaimer: Reclaimer
 
+    @cached_property
+    def ordered(self) -> list[PendingJob]:
+        """The whole queue in order, held jobs included: only explanations need it."""
+        return order(self.pending, self.usage)
 
-def decide(state: ClusterState, now: datetime) -> Decision:
-    """Order the queue and run both admission passes, with reclaim, on a fresh ledger."""
+
+def decide(state: ClusterState, now: datetime, queue: QueueIndex | None = None) -> Decision:
+    """Run both admission passes, with reclaim, on a fresh ledger. `queue` is the caller's ordered
+    index of exactly `state.pending`, kept between cycles; without it one is built here."""
     s = state.settings
     usage = usage_now(state.usage, state.running, now, s.half_life_hours, s.slices_per_gpu)
-    ordered = order(state.pending, usage)
+    queue = queue if queue is not None else QueueIndex.of(state.pending)
     ledger = build_ledger(state, now)
     reclaimer = Reclaimer(state, now, ledger)
-    result = admit_all(ordered, ledger, usage, s.borrowing_enabled, reclaimer)
-    return Decision(ordered, usage, result, reclaimer)
+    result = admit_queues(queue.queues(usage), ledger, usage, s.borrowing_enabled, reclaimer)
+    return Decision(state.pending, usage, result, reclaimer)

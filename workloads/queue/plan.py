@@ -6,13 +6,17 @@ from datetime import datetime
 
 from workloads.queue.decide import decide
 from workloads.queue.explain import explain_all
+from workloads.queue.index import QueueIndex
 from workloads.queue.model import ClusterState, CyclePlan
 
 
-def plan_cycle(state: ClusterState, now: datetime, *, explain: bool = True) -> CyclePlan:
+def plan_cycle(
+    state: ClusterState, now: datetime, *, explain: bool = True, queue: QueueIndex | None = None
+) -> CyclePlan:
     """Admissions, preemptions due, new notices, notices to withdraw and (when `explain`) an
-    `Explanation` for every pending job. Pure: the caller applies the plan and keeps the notices."""
-    d = decide(state, now)
+    `Explanation` for every pending job. Pure: the caller applies the plan and keeps the notices.
+    A caller that keeps the queue between cycles passes it as `queue` (index of state.pending)."""
+    d = decide(state, now, queue)
     explanations = {}
     if explain:
         explanations = explain_all(state, now, d)

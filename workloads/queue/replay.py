@@ -18,6 +18,7 @@ from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime, timedelta
 
 from workloads.queue.fairshare import UsageRecord, fold, gpu_equivalent
+from workloads.queue.index import QueueIndex
 from workloads.queue.model import (
     Admission,
     ClusterState,
@@ -85,6 +86,7 @@ class Replay:
         estimate: bool = False,
         history: bool = True,
         phase_s: float = 0.0,
+        keep_queue: bool = True,
     ) -> None:
         self.arrivals = sorted(trace, key=lambda t: (t.job.submitted_at, t.job.id))
         self.runtime = {t.job.id: t.runtime_s for t in trace}
@@ -94,6 +96,8 @@ class Replay:
         self.cycle_s, self.estimate, self.history = cycle_s, estimate, history
         self.phase_s = phase_s  # grid offset: ticks at origin + phase + k * cycle_s
         self.pending: dict[JobId, PendingJob] = {}
+        self.queue = QueueIndex()  # self.pending in queue order, kept between cycles
+        self.keep_queue = keep_queue  # False: the policy builds its index every cycle (the check)
         self.running: dict[JobId, _Run] = {}
         self.notices: dict[JobId, PreemptionNotice] = {}
         self.ends: list[tuple[datetime, JobId]] = []
@@ -158,12 +162,14 @@ class Replay:
         while cursor < len(self.arrivals) and self.arrivals[cursor].job.submitted_at <= now:
             job = self.arrivals[cursor].job
             self.pending[job.id] = job
+            self.queue.add(job)
             self.out.submitted[job.id] = job.submitted_at
             cursor += 1
         return cursor
 
     def _start(self, adm: Admission, now: datetime) -> None:
         job = self.pending.pop(adm.job_id)
+        self.queue.remove(job.id)
         end = now + timedelta(seconds=self.runtime[job.id])
         rj = RunningJob(
             id=job.id, project=job.project, owner=job.owner, node=adm.node, started_at=now,
@@ -184,6 +190,7 @@ class Replay:
         size = gpu_equivalent(run.job.gpus, run.job.slices, self.settings.slices_per_gpu)
         self.out.gpu_seconds -= size * left
         self.pending[jid] = replace(self.original[jid], front=True)
+        self.queue.add(self.pending[jid])
         self.out.started.pop(jid, None)
         self.out.preemptions += 1
 
@@ -191,7 +198,7 @@ class Replay:
         state = self._state()
         explain = self.estimate and bool(fresh)
         t0 = time.perf_counter()
-        plan = plan_cycle(state, now, explain=explain)
+        plan = plan_cycle(state, now, explain=explain, queue=self.queue if self.keep_queue else None)
         self.out.decision_s += time.perf_counter() - t0 if not explain else 0.0
         self.out.cycles += 1
         for jid in fresh:
