@@ -62,8 +62,13 @@ def _settled(jobs: list[Job]) -> bool:
 
 def _assert_db_equals_cluster(kube: RealKubeClient, namespace: str) -> None:
     by_uid = {o["metadata"]["labels"]["gpuportal.dev/job-uid"]: o for o in cluster_jobs(kube, namespace)}
-    assert len(by_uid) == len(cluster_jobs(kube, namespace)), "two cluster Jobs for one portal job"
     rows = {str(j.uid): j for j in Job.objects.all()}
+    # Names derive from the UID, so the cluster could never hold two under one name: count the Jobs
+    # carrying each portal job's label, in every namespace, whatever they are called.
+    for uid in rows:
+        labelled = kube.get("/apis/batch/v1/jobs", {"labelSelector": f"gpuportal.dev/job-uid={uid}"})
+        count = len((labelled or {}).get("items") or [])
+        assert count == (0 if rows[uid].state == JobState.CANCELLED else 1), f"{uid}: {count} cluster Jobs"
     assert set(by_uid) <= set(rows), f"orphans: {set(by_uid) - set(rows)}"
     for uid, job in rows.items():
         if job.state == JobState.CANCELLED:
@@ -143,3 +148,27 @@ def _cancelled_gone(kube: RealKubeClient, namespace: str) -> bool:
     live = {o["metadata"]["labels"]["gpuportal.dev/job-uid"] for o in cluster_jobs(kube, namespace)}
     cancelled = {str(u) for u in Job.objects.filter(state=JobState.CANCELLED).values_list("uid", flat=True)}
     return not (live & cancelled)
+
+
+def test_the_count_catches_a_second_job_under_another_name(
+    cluster_world: World, kube: RealKubeClient
+) -> None:
+    """The check above fails when the cluster holds a second Job for one portal job."""
+    from workloads.admission.cycle import admission_pass
+    from workloads.tasks import reconcile_job
+
+    job = services.job_submit(
+        actor=cluster_world.member,
+        project=cluster_world.alpha,
+        data={"image": IMAGE, "cpu_millicores": 100, "memory_mib": 64, "simulate": {"run_seconds": 300}},
+    )
+    admission_pass()
+    reconcile_job(job.pk)
+    (original,) = cluster_jobs(kube, job.namespace)
+    template: dict[str, Any] = original["spec"]["template"]
+    copy: dict[str, Any] = {"apiVersion": "batch/v1", "kind": "Job", "spec": {"template": template}}
+    copy["metadata"] = {"name": "duplicate", "labels": original["metadata"]["labels"]}
+    copy["spec"]["template"]["metadata"].pop("labels", None)
+    kube.create(f"/apis/batch/v1/namespaces/{job.namespace}/jobs", copy)
+    with pytest.raises(AssertionError, match="2 cluster Jobs"):
+        _assert_db_equals_cluster(kube, job.namespace)
