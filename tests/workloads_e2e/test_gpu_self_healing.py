@@ -4,18 +4,25 @@ Two nodes keep 2 free GPUs each; a 2-GPU job runs on one. The simulated agents (
 post through the real ingest view, in this process. An application XID on one of the job's GPUs
 changes nothing; a critical XID makes that GPU unhealthy at once, the job is preempted with the
 reason (not failed), and the node task writes `in_service: false` for the GPU into the plugin's
-ConfigMap. kwok has no device plugin or kubelet, so the test does what the kubelet does when the
-plugin lists a device Unhealthy (plugin/tests/test_self_healing.py shows that half over real gRPC):
-the node's allocatable drops by one. The queue then reruns the job on the other node. After the
-clean interval a clean sample brings the GPU back and the ConfigMap offers it again.
+ConfigMap. kwok nodes run no kubelet or device plugin, so the node's plugin runs here, on simulated
+NVML with the agents' GPU UUIDs, under the test kubelet (real device-plugin gRPC); the test projects
+the ConfigMap into its file as the kubelet does, and the GPU turns Unhealthy in ListAndWatch (only the
+portal's path is exercised: the XID is not injected into the plugin's NVML). The test also does the
+kubelet's part on the kwok Node: the unhealthy device leaves its allocatable. The queue then reruns
+the job on the other node. After the clean interval a clean sample brings the GPU back, the ConfigMap
+offers it again and the plugin lists it Healthy and allocates it.
 """
 
 from __future__ import annotations
 
 import contextlib
 import json
+import shutil
+import tempfile
 import time
 import uuid
+from collections.abc import Iterator
+from pathlib import Path
 from typing import Any, cast
 from urllib.parse import urlparse
 
@@ -28,6 +35,11 @@ from gpu import app_settings as gpu_settings
 from gpu import services as gpu_services
 from gpu.choices import GpuHealth
 from gpu.models import Gpu, Node
+from plugin.daemon import PluginConfig, PluginDaemon
+from plugin.devices import RESOURCE_GPU
+from plugin.simnvml import SimGpu as NvmlGpu
+from plugin.simnvml import SimNvml
+from plugin.testing.kubelet import TestKubelet
 from portal.simagents import SimAgents
 from tests.fixtures.personas import World
 from tests.workloads_e2e.conftest import wait_for
@@ -95,6 +107,36 @@ def _set_allocatable(kube: RealKubeClient, node: str, gpus: int) -> None:
     kube.patch(f"/api/v1/nodes/{node}/status", {"status": {"allocatable": {"nvidia.com/gpu": str(gpus)}}})
 
 
+@contextlib.contextmanager
+def _node_plugin(uuids: list[str]) -> Iterator[tuple[TestKubelet, Path]]:
+    """The node's device plugin (simulated NVML with the agents' GPU UUIDs) under the test kubelet,
+    reading the sharing file that the kubelet projects from the ConfigMap (`_project` plays that)."""
+    root = Path(tempfile.mkdtemp(prefix="gp-", dir="/tmp"))  # unix socket paths stay short
+    kubelet = TestKubelet(root / "dp", root / "pr" / "kubelet.sock")
+    kubelet.start()
+    sim = SimNvml([NvmlGpu(i, u) for i, u in enumerate(uuids)], call_cost_s=20e-6)
+    cfg = PluginConfig(
+        plugin_dir=kubelet.plugin_dir, config_file=root / "sharing.json", mps_root=root / "mps"
+    )
+    cfg.tick_s = 0.1
+    daemon = PluginDaemon(sim, cfg)
+    daemon.start()
+    try:
+        kubelet.wait_registered(RESOURCE_GPU, timeout=10)
+        yield kubelet, root / "sharing.json"
+    finally:
+        daemon.stop()
+        kubelet.stop()
+        shutil.rmtree(root, ignore_errors=True)
+
+
+def _project(kube: RealKubeClient, file: Path) -> None:
+    """What the kubelet does with a ConfigMap volume: swap the file in whole."""
+    tmp = file.with_suffix(".tmp")
+    tmp.write_text(json.dumps({"gpus": _config(kube)}))
+    tmp.replace(file)
+
+
 @override_settings(GPUPORTAL_GPU_HEALTH_CLEAN_SECONDS=CLEAN_S)
 def test_a_critical_xid_requeues_the_job_which_reruns_elsewhere_and_the_gpu_returns(
     cluster_world: World, kube: RealKubeClient
@@ -105,6 +147,7 @@ def test_a_critical_xid_requeues_the_job_which_reruns_elsewhere_and_the_gpu_retu
     with contextlib.suppress(K8sError):
         kube.create("/api/v1/namespaces", {"metadata": {"name": gpu_settings.plugin_config_namespace()}})
     restore: tuple[str, int] | None = None
+    stack = contextlib.ExitStack()
     try:
         keep = _two_nodes_with_2_free(kube, fill_ns)
         for raw in (kube.get("/api/v1/nodes") or {}).get("items") or []:
@@ -116,6 +159,9 @@ def test_a_critical_xid_requeues_the_job_which_reruns_elsewhere_and_the_gpu_retu
         agents, http = SimAgents("http://portal", [first]), cast("httpx.Client", _InProcess())
         agents.tick(http)  # the agent registers the node's GPUs; the job's pod is on GPUs 0 and 1
         sims = agents.gpus[first]
+        kubelet, sharing = stack.enter_context(_node_plugin([g.uuid for g in sims]))
+        _project(kube, sharing)
+        kubelet.wait_devices(RESOURCE_GPU, lambda d: len(d) == len(sims) and set(d.values()) == {"Healthy"})
         bad = Gpu.objects.get(uuid=sims[1].uuid)
         assert bad.health == GpuHealth.HEALTHY
 
@@ -138,7 +184,14 @@ def test_a_critical_xid_requeues_the_job_which_reruns_elsewhere_and_the_gpu_retu
         reconcile_node(Node.objects.get(name=first).pk)  # what the worker does with the node task
         config_delay = time.monotonic() - t0
         assert _config(kube)[bad.uuid] == {"mode": "exclusive", "in_service": False}
-        print(f"XID 79 -> unhealthy in the portal {portal_delay:.3f} s, ConfigMap {config_delay:.3f} s")
+        _project(kube, sharing)
+        kubelet.wait_devices(RESOURCE_GPU, lambda d: d[bad.uuid] == "Unhealthy", timeout=5)
+        plugin_delay = time.monotonic() - t0
+        print(
+            f"XID 79 -> unhealthy in the portal {portal_delay:.3f} s, ConfigMap {config_delay:.3f} s, "
+            f"Unhealthy in the plugin's ListAndWatch {plugin_delay:.3f} s"
+        )
+        assert plugin_delay <= 5.0
         total = int((kube.get(paths.node(first)) or {})["status"]["capacity"]["nvidia.com/gpu"])
         restore = (first, total)
         _set_allocatable(kube, first, total - 1)
@@ -158,7 +211,11 @@ def test_a_critical_xid_requeues_the_job_which_reruns_elsewhere_and_the_gpu_retu
         assert (bad.health, bad.offered) == (GpuHealth.HEALTHY, True)
         reconcile_node(Node.objects.get(name=first).pk)
         assert _config(kube)[bad.uuid] == {"mode": "exclusive"}
+        _project(kube, sharing)
+        kubelet.wait_devices(RESOURCE_GPU, lambda d: d[bad.uuid] == "Healthy", timeout=5)
+        assert kubelet.allocate(RESOURCE_GPU, [bad.uuid]).envs["NVIDIA_VISIBLE_DEVICES"] == bad.uuid
     finally:
+        stack.close()
         if restore:
             _set_allocatable(kube, *restore)
         for ns in (fill_ns, world.alpha.namespace):
