@@ -170,3 +170,17 @@ def test_gpus_unhealthy_before_the_upgrade_wait_one_clean_interval_from_it() -> 
     with mock.patch("gpu.services.current_app.send_task"):
         post(node, [sample(old_bad.uuid)])
     assert _fresh(old_bad)[0].health == GpuHealth.UNHEALTHY
+
+
+def test_taking_every_gpu_of_a_node_out_of_service_cordons_it_too(
+    sends: mock.MagicMock, world: World
+) -> None:
+    node = make_node(gpus=2)
+    a, b = make_gpus(node, 2)
+    services.gpu_set_in_service(gpu=a, in_service=False, actor=world.admin)
+    assert Node.objects.get(pk=node.pk).desired_cordoned is None
+    services.gpu_set_in_service(gpu=b, in_service=False, actor=world.admin)
+    assert Node.objects.get(pk=node.pk).desired_cordoned is True
+    services.gpu_set_in_service(gpu=b, in_service=True, actor=world.admin)
+    node.refresh_from_db()
+    assert (node.desired_cordoned, node.health_cordoned) == (False, False)
