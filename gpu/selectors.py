@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
-from datetime import datetime, timedelta
+from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
+from django.db import connection
 from django.db.models import Q, QuerySet
 from django.http import Http404
 from django.utils import timezone
@@ -139,3 +141,72 @@ def unoffered_whole_by_node() -> dict[str, int]:
 def gpu_models_by_node() -> dict[str, str]:
     """Node name -> its GPU product (gone nodes too): accounting's GPU type of a job that ran there."""
     return dict(Node.objects.exclude(gpu_model="").values_list("name", "gpu_model"))
+
+
+@dataclass(frozen=True)
+class PodActivity:
+    """What the samples of [since, until] say of one pod on one GPU (idle reclaim reads this)."""
+
+    namespace: str
+    pod: str
+    gpu_uuid: str
+    samples: int
+    first_ts: datetime
+    last_ts: datetime
+    max_util_gpu: int
+    min_mem_used_mib: int
+    max_mem_used_mib: int
+    mem_total_mib: int
+
+
+_ACTIVITY_PG = """
+SELECT p->>'pod_namespace', p->>'pod_name', g.uuid, count(DISTINCT s.ts), min(s.ts), max(s.ts),
+       max(s.util_gpu), min(s.mem_used_mib), max(s.mem_used_mib), max(s.mem_total_mib)
+FROM gpu_sample s JOIN gpu_gpu g ON g.id = s.gpu_id
+CROSS JOIN LATERAL jsonb_array_elements(
+    CASE WHEN jsonb_typeof(s.processes) = 'array' THEN s.processes ELSE '[]'::jsonb END) p
+WHERE s.ts >= %s AND s.ts <= %s AND p->>'pod_namespace' = ANY(%s)
+GROUP BY 1, 2, 3
+"""
+_ACTIVITY_SQLITE = """
+SELECT json_extract(p.value, '$.pod_namespace'), json_extract(p.value, '$.pod_name'), g.uuid,
+       count(DISTINCT s.ts), min(s.ts), max(s.ts), max(s.util_gpu), min(s.mem_used_mib),
+       max(s.mem_used_mib), max(s.mem_total_mib)
+FROM gpu_sample s JOIN gpu_gpu g ON g.id = s.gpu_id, json_each(s.processes) p
+WHERE s.ts >= %s AND s.ts <= %s AND json_extract(p.value, '$.pod_namespace') IN ({marks})
+GROUP BY 1, 2, 3
+"""
+
+
+def pod_activity(*, namespaces: list[str], since: datetime, until: datetime) -> list[PodActivity]:
+    """Per (pod, GPU) aggregates of the raw samples in [since, until] whose processes name a pod of
+    `namespaces`: one grouped query (the database walks the samples, not Python)."""
+    if not namespaces:
+        return []
+    with connection.cursor() as cursor:
+        if connection.vendor == "postgresql":
+            cursor.execute(_ACTIVITY_PG, [since, until, list(namespaces)])
+        else:
+            marks = ", ".join(["%s"] * len(namespaces))
+            cursor.execute(_ACTIVITY_SQLITE.format(marks=marks), [_naive(since), _naive(until), *namespaces])
+        rows = cursor.fetchall()
+    return [_activity(row) for row in rows if row[0] and row[1]]
+
+
+def _naive(ts: datetime) -> str:
+    # SQLite keeps sample times as naive UTC text (gpu.storage._sqlite).
+    return ts.astimezone(UTC).replace(tzinfo=None).isoformat(" ")
+
+
+def _activity(row: tuple[Any, ...]) -> PodActivity:
+    first, last = (_aware(v) for v in row[4:6])
+    return PodActivity(
+        str(row[0]), str(row[1]), str(row[2]), int(row[3]), first, last,
+        int(row[6]), int(row[7]), int(row[8]), int(row[9]),
+    )  # fmt: skip
+
+
+def _aware(value: Any) -> datetime:
+    if isinstance(value, datetime):
+        return value if value.tzinfo else value.replace(tzinfo=UTC)
+    return datetime.fromisoformat(str(value)).replace(tzinfo=UTC)

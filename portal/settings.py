@@ -374,6 +374,12 @@ CELERY_BEAT_SCHEDULE = {
         "schedule": 60.0,
         "options": {"expires": 50},
     },
+    # Idle-GPU reclaim: thresholds live in the admin's queue settings (docs/operator-guide.md).
+    "workloads-idle-sweep": {
+        "task": "workloads.idle_sweep",
+        "schedule": 60.0,
+        "options": {"expires": 50},
+    },
 }
 # gpu: telemetry retention and rollups (read through gpu/app_settings.py).
 # Project webhooks may call private addresses (and plain http) only when the operator says so.

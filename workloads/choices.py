@@ -90,3 +90,4 @@ class TaskName(StrEnum):
     NOTIFY_JOB = "workloads.notify_job"
     SWEEP = "workloads.sweep"
     GRANTS_EXPIRE = "workloads.grants_expire"
+    IDLE_SWEEP = "workloads.idle_sweep"

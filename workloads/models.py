@@ -105,6 +105,20 @@ class Job(models.Model):
         null=True, blank=True, help_text="Newest sample counted; older ones (a retried batch) are not."
     )
 
+    # Idle-GPU reclaim (workloads.services.idle): warned, snoozed, suspended, resumed.
+    idle_exempt = models.BooleanField(default=False, help_text="Set by a manager: never reclaimed when idle.")
+    idle_reset_at = models.DateTimeField(
+        null=True, blank=True, help_text="A snooze or resume: the idle window counts from here."
+    )
+    idle_warned_at = models.DateTimeField(null=True, blank=True, help_text="Idle warning sent.")
+    idle_snoozes = models.PositiveSmallIntegerField(default=0)
+    idle_suspended_at = models.DateTimeField(
+        null=True, blank=True, help_text="Suspended for idle GPUs; waits for its owner to resume it."
+    )
+    idle_reclaimed_gpu_hours = models.FloatField(
+        default=0.0, help_text="GPU-hours given back while suspended for idleness (closed periods)."
+    )
+
     class Meta:
         ordering = ["-submitted_at", "-id"]
         indexes = [models.Index(fields=["project", "state"])]
@@ -392,12 +406,42 @@ class QueueSettings(models.Model):
     max_queued_per_project = models.PositiveIntegerField(
         default=2000, help_text="Queued jobs one project may have; the next submit answers 429."
     )
+    # Idle-GPU reclaim (docs/operator-guide.md "Idle GPUs"): a running job whose GPUs stay under both
+    # thresholds for the window is warned, then suspended `idle_warning_s` later unless busy or snoozed.
+    idle_reclaim_enabled = models.BooleanField(default=True)
+    idle_util_pct = models.PositiveSmallIntegerField(
+        default=5,
+        validators=[MaxValueValidator(100)],
+        help_text="Idle: SM utilisation always below this (%).",
+    )
+    idle_mem_change_pct = models.PositiveSmallIntegerField(
+        default=5,
+        validators=[MaxValueValidator(100)],
+        help_text="Idle: GPU memory used moved by less than this share of the GPU's memory (%).",
+    )
+    idle_window_s = models.PositiveIntegerField(
+        default=1800, validators=[MinValueValidator(60)], help_text="Idle this long before the warning."
+    )
+    idle_warning_s = models.PositiveIntegerField(
+        default=600, validators=[MinValueValidator(0)], help_text="From the warning to the suspension."
+    )
+    idle_max_snoozes = models.PositiveSmallIntegerField(
+        default=2, help_text="Snoozes per job; each resets the window."
+    )
 
     class Meta:
         verbose_name = verbose_name_plural = "queue settings"
 
     def __str__(self) -> str:
         return "Queue settings"
+
+    def clean(self) -> None:
+        # The rule re-checks the sliding window at suspension: a warning longer than the window would let
+        # a busy spike in the warning period slide out of it unseen.
+        if self.idle_warning_s > self.idle_window_s:
+            raise ValidationError(
+                {"idle_warning_s": "The warning period cannot be longer than the idle window."}
+            )
 
     @classmethod
     def load(cls) -> QueueSettings:

@@ -3,6 +3,7 @@ does not exist."""
 
 from __future__ import annotations
 
+from datetime import datetime
 from typing import Any
 
 from django.db.models import Count, QuerySet, Sum
@@ -14,6 +15,7 @@ from accounts.choices import Role
 from accounts.models import Project, Quota, User
 from accounts.selectors import is_operator, project_list, project_role
 from workloads.choices import ACTIVE_STATES, TERMINAL_STATES, JobState
+from workloads.idle_rules import reclaimed_gpu_hours
 from workloads.k8s.reconcilers.namespace import Tenant
 from workloads.messages import QueueSummary, queue_summary_of
 from workloads.models import GrantStatus, ImageRule, Job, JobEvent, JobTemplate, ProjectVolume, QuotaGrant
@@ -199,3 +201,24 @@ def namespace_tenant(*, project: Project) -> Tenant:
     quota = Quota.objects.filter(project=project).first() or Quota(project=project)
     extra_gpus, extra_slices = quota_extra(project=project)
     return Tenant(project=project, quota=quota, extra_gpus=extra_gpus, extra_slices=extra_slices)
+
+
+def idle_reclaimed_gpu_hours(*, job: Job, now: datetime | None = None) -> float:
+    """GPU-hours the job gave back while suspended for idle GPUs: closed periods plus the open one."""
+    hours = job.idle_reclaimed_gpu_hours
+    if job.idle_suspended_at is not None:
+        hours += reclaimed_gpu_hours(
+            suspended_at=job.idle_suspended_at, until=job.finished_at or now or timezone.now(),
+            started_at=job.started_at, max_runtime_s=job.max_runtime_minutes * 60, gpus=job.gpu_equivalent,
+        )  # fmt: skip
+    return hours
+
+
+def project_idle_reclaimed_gpu_hours(*, project: Project, now: datetime | None = None) -> float:
+    """The project's GPU-hours reclaimed from idle jobs (one aggregate, plus its few open suspensions)."""
+    jobs = Job.objects.filter(project=project)
+    closed = jobs.aggregate(total=Coalesce(Sum("idle_reclaimed_gpu_hours"), 0.0))["total"]
+    open_ = jobs.filter(idle_suspended_at__isnull=False).defer("log_tail")
+    return float(closed) + sum(
+        idle_reclaimed_gpu_hours(job=j, now=now) - j.idle_reclaimed_gpu_hours for j in open_
+    )

@@ -18,7 +18,7 @@ from workloads.choices import TaskName
 from workloads.k8s.client import get_client
 from workloads.k8s.errors import K8sTransientError
 from workloads.selectors import job_id_of
-from workloads.services import cluster_sync, grants, nodes, notifications
+from workloads.services import cluster_sync, grants, idle, nodes, notifications
 from workloads.services.publisher import outbox_dispatch
 
 log = logging.getLogger(__name__)
@@ -118,3 +118,15 @@ def grants_expire() -> int:
 )
 def reconcile_node(node_id: int) -> None:
     nodes.node_sync(node_id=node_id, client=get_client())
+
+
+@shared_task(
+    name=TaskName.IDLE_SWEEP.value,
+    expires=50,
+    soft_time_limit=60,
+    time_limit=90,
+    ignore_result=True,
+)
+def idle_sweep() -> dict[str, int]:
+    """Warn the owners of jobs whose GPUs stay idle, withdraw warnings, suspend after the warning."""
+    return idle.idle_sweep()

@@ -11,6 +11,11 @@ from accounts.choices import TaskName as AccountsTask
 from workloads.models import Job
 from workloads.services.publisher import send_on_commit
 
+# Notices that are not a state change of their own get their own webhook event.
+IDLE_WARNING = "has idle GPUs: it will be suspended unless they get busy or you snooze the warning"
+IDLE_SUSPENDED = "was suspended because its GPUs stayed idle; resume it to queue it again"
+EVENTS = {IDLE_WARNING: "job.idle_warning", IDLE_SUSPENDED: "job.idle_suspended"}
+
 
 def job_notify(*, job_id: int, kind: str) -> None:
     """Tell the owner (email, if they asked for it) and the project's webhook (if one is set) that
@@ -41,6 +46,8 @@ def _webhook(job: Job, kind: str) -> None:
                 "state": job.state, "reason": job.state_reason, "exit_code": job.exit_code},
         "what": kind,
     }  # fmt: skip
-    delivery = webhooks.delivery_create(project=job.project, event=f"job.{job.state}", payload=payload)
+    delivery = webhooks.delivery_create(
+        project=job.project, event=EVENTS.get(kind, f"job.{job.state}"), payload=payload
+    )
     if delivery is not None:
         send_on_commit(AccountsTask.DELIVER_WEBHOOK, delivery.pk)

@@ -54,9 +54,11 @@ def job_preempt(*, job_id: int) -> bool:
 
 def requeue_preempted(*, bound: set[str]) -> list[int]:
     """Preempted jobs with no pod left (`bound`: uids of jobs whose pods the cluster still has) go
-    back to the queue, at the front of their priority."""
+    back to the queue, at the front of their priority. Jobs suspended for idle GPUs wait for their
+    owner to resume them (services.idle_actions)."""
     out = []
-    for job in Job.objects.select_related("project").filter(state=JobState.PREEMPTED):
+    preempted = Job.objects.select_related("project").filter(state=JobState.PREEMPTED)
+    for job in preempted.filter(idle_suspended_at__isnull=True):
         if str(job.uid) in bound:
             continue
         if job_transition(job=job, to=JobState.QUEUED, reason="requeued after preemption", queue_front=True):
