@@ -15,9 +15,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from django.db import models, transaction
-from django.db.models import Case, F, Value, When
-from django.db.models.functions import Coalesce, Greatest
+from django.db import connection, transaction
 
 from gpu.peaks import PodReading
 from workloads import app_settings
@@ -58,10 +56,6 @@ def figures(readings: Sequence[PodReading], *, since: datetime | None, busy_pct:
     )
 
 
-def _case(values: dict[int, Any], field: models.Field[Any, Any]) -> Case:
-    return Case(*[When(pk=pk, then=Value(v)) for pk, v in values.items()], output_field=field)
-
-
 def record_readings(*, readings: Sequence[PodReading]) -> int:
     """Raise the peaks and add the busy time of the jobs these readings belong to; how many jobs."""
     grouped = by_job(readings)
@@ -89,15 +83,27 @@ def _record(grouped: dict[str, list[PodReading]]) -> int:
     return _update(found)
 
 
-def _update(found: dict[int, Figures]) -> int:
-    def case(attr: str, field: models.Field[Any, Any]) -> Case:
-        return _case({pk: getattr(f, attr) for pk, f in found.items()}, field)
+# Raw SQL: the same statement through the ORM (Case/When per job and field) spent ~20 ms compiling.
+# A CTE with a column list and UPDATE ... FROM work on Postgres and SQLite (3.33+) alike.
+_UPDATE = """
+WITH v(id, mem, sm, total, busy, until) AS (VALUES {rows})
+UPDATE workloads_job SET
+  peak_gpu_mem_mib = {most}(COALESCE(workloads_job.peak_gpu_mem_mib, 0), v.mem),
+  peak_sm_pct = {most}(COALESCE(workloads_job.peak_sm_pct, 0), v.sm),
+  gpu_mem_total_mib = {most}(COALESCE(workloads_job.gpu_mem_total_mib, 0), v.total),
+  busy_gpu_seconds = workloads_job.busy_gpu_seconds + v.busy,
+  telemetry_until = {most}(COALESCE(workloads_job.telemetry_until, v.until), v.until)
+FROM v WHERE workloads_job.id = v.id
+"""
 
-    until = case("until", models.DateTimeField())
-    return Job.objects.filter(pk__in=list(found)).update(
-        peak_gpu_mem_mib=Greatest(Coalesce(F("peak_gpu_mem_mib"), 0), case("mem", models.IntegerField())),
-        peak_sm_pct=Greatest(Coalesce(F("peak_sm_pct"), 0), case("sm", models.IntegerField())),
-        gpu_mem_total_mib=Greatest(Coalesce(F("gpu_mem_total_mib"), 0), case("total", models.IntegerField())),
-        busy_gpu_seconds=F("busy_gpu_seconds") + case("busy", models.FloatField()),
-        telemetry_until=Greatest(Coalesce(F("telemetry_until"), until), until),
-    )
+
+def _update(found: dict[int, Figures]) -> int:
+    pg = connection.vendor == "postgresql"
+    row = "(%s, %s, %s, %s, %s, %s::timestamptz)" if pg else "(%s, %s, %s, %s, %s, %s)"
+    params: list[Any] = []
+    for pk, f in found.items():
+        params += [pk, f.mem, f.sm, f.total, f.busy, connection.ops.adapt_datetimefield_value(f.until)]
+    sql = _UPDATE.format(rows=", ".join([row] * len(found)), most="GREATEST" if pg else "MAX")
+    with connection.cursor() as cursor:
+        cursor.execute(sql, params)
+    return len(found)  # SQLite answers -1 for an UPDATE ... FROM
