@@ -1,19 +1,25 @@
-"""T03: hostile job requests answer 400 before any cluster call; accepted ones render restricted specs."""
+"""T03: hostile job requests answer 400, and after the work an accepted request would start has run,
+nothing of theirs is on the real cluster; accepted ones render restricted specs."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from typing import Any
 
 import pytest
+from django.test import override_settings
 
 from tests.fixtures.personas import World, api_client
-from workloads.k8s.client import set_client
+from tests.workloads_e2e import conftest as e2e
+from workloads.admission.cycle import admission_pass
+from workloads.k8s.client import RealKubeClient
 from workloads.models import Job, ProjectVolume
+from workloads.tasks import reconcile_job
 from workloads.tests.conftest import IMAGE, allow_images
-from workloads.tests.fakes import FakeKube
 
 pytestmark = pytest.mark.django_db
+# The real local cluster, as the end-to-end tests get it (tests/workloads_e2e/conftest.py).
+kube = e2e.kube
+_nodes_reachable_by_ip = e2e._nodes_reachable_by_ip
 DIGEST = "sha256:" + "b" * 64
 SECRET_ENV = {"name": "T", "valueFrom": {"secretKeyRef": {"name": "db", "key": "password"}}}
 
@@ -84,29 +90,58 @@ HOSTILE: list[tuple[str, dict[str, Any]]] = [
 ]
 
 
-@pytest.fixture
-def recording_kube() -> Iterator[FakeKube]:
-    fake = FakeKube()
-    set_client(fake)
-    try:
-        yield fake
-    finally:
-        set_client(None)
+def settle_on_the_cluster() -> None:
+    """The work an accepted request starts (admission, then one reconcile per job), run now."""
+    admission_pass()
+    for job_id in Job.objects.values_list("pk", flat=True):
+        reconcile_job(job_id)
+
+
+def on_the_cluster(kube: RealKubeClient, namespace: str) -> list[str]:
+    found: list[str] = []
+    for kind, path in (("job", "apis/batch/v1"), ("pod", "api/v1")):
+        body = kube.get(f"/{path}/namespaces/{namespace}/{kind}s") or {}
+        found += [f"{kind}/{item['metadata']['name']}" for item in body.get("items") or []]
+    return found
+
+
+def submit(world: World, payload: dict[str, Any], capture: Any) -> Any:
+    allow_images(world.alpha)
+    ProjectVolume.objects.create(project=world.beta, name="beta-data", claim_name="beta-data")
+    # The cluster fixture turns job simulation on for kwok; requests are judged as in production.
+    with capture(execute=True), override_settings(GPUPORTAL_JOB_SIMULATION=False):
+        response = api_client(world.member).post(
+            "/api/v1/jobs/", {"project": "alpha", "image": IMAGE, **payload}, format="json"
+        )
+    settle_on_the_cluster()
+    return response
 
 
 def test_there_are_at_least_40_payloads() -> None:
     assert len(HOSTILE) >= 40
 
 
-@pytest.mark.parametrize(("label", "payload"), HOSTILE, ids=[h[0] for h in HOSTILE])
-def test_hostile_payload_is_400_with_no_cluster_call(
-    world: World, recording_kube: FakeKube, label: str, payload: dict[str, Any]
+@pytest.mark.django_db(transaction=True)
+def test_an_accepted_request_does_reach_the_cluster(
+    world: World, kube: RealKubeClient, django_capture_on_commit_callbacks: Any
 ) -> None:
-    allow_images(world.alpha)
-    ProjectVolume.objects.create(project=world.beta, name="beta-data", claim_name="beta-data")
-    body = {"project": "alpha", "image": IMAGE, **payload}
-    response = api_client(world.member).post("/api/v1/jobs/", body, format="json")
+    """The control for the test below: the same steps put a benign job's Job on the cluster."""
+    response = submit(world, {"cpu_millicores": 100, "memory_mib": 64}, django_capture_on_commit_callbacks)
+    assert response.status_code == 201, response.content
+    assert any(name.startswith("job/") for name in on_the_cluster(kube, world.alpha.namespace))
+
+
+@pytest.mark.django_db(transaction=True)
+@pytest.mark.parametrize(("label", "payload"), HOSTILE, ids=[h[0] for h in HOSTILE])
+def test_hostile_payload_is_400_and_nothing_reaches_the_cluster(
+    world: World,
+    kube: RealKubeClient,
+    django_capture_on_commit_callbacks: Any,
+    label: str,
+    payload: dict[str, Any],
+) -> None:
+    response = submit(world, payload, django_capture_on_commit_callbacks)
     assert response.status_code == 400, (label, response.content)
     assert response.json()["error"]["fields"], label
     assert Job.objects.count() == 0
-    assert recording_kube.calls == []
+    assert on_the_cluster(kube, world.alpha.namespace) == [], label
