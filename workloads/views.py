@@ -26,6 +26,7 @@ from workloads.accounting import (
     usage_totals,
 )
 from workloads.forms import GrantRequestForm, SubmitForm, TemplateForm, spec_initial
+from workloads.idle_views import idle_context
 from workloads.models import Job, JobTemplate, QuotaGrant
 from workloads.services import grants, templates
 from workloads.services import jobs as services
@@ -154,6 +155,7 @@ def _detail_context(user: User, job: Job, meta: TemplateForm | None = None) -> d
         "meta": meta or TemplateForm(prefix="template"),
         "hint": rightsizing.suggest(job, per_gpu=rightsizing.per_gpu_for(job, plan)),
         "used_gpu_hours": job_used_hours(job, plan),
+        "idle": idle_context(user, job),
     }
 
 

@@ -54,6 +54,15 @@ def register_job_probes() -> None:
             ],
             "GET /api/v1/jobs/{id}/": lambda v: [Probe("GET", job_url(v), "not_found")],
             "POST /api/v1/jobs/{id}/cancel/": lambda v: [Probe("POST", job_url(v, "cancel/"), "not_found")],
+            "POST /api/v1/jobs/{id}/idle-snooze/": lambda v: [
+                Probe("POST", job_url(v, "idle-snooze/"), "not_found")
+            ],
+            "POST /api/v1/jobs/{id}/idle-resume/": lambda v: [
+                Probe("POST", job_url(v, "idle-resume/"), "not_found")
+            ],
+            "POST /api/v1/jobs/{id}/idle-exempt/": lambda v: [
+                Probe("POST", job_url(v, "idle-exempt/"), "not_found", {"exempt": True})
+            ],
             "POST /api/v1/jobs/{id}/rerun/": lambda v: [
                 Probe("POST", job_url(v, "rerun/"), "not_found", {"gpus": 1})
             ],
@@ -118,6 +127,9 @@ JOB_ROUTES = [
     ("get", ""),
     ("post", "cancel/"),
     ("post", "rerun/"),
+    ("post", "idle-snooze/"),
+    ("post", "idle-resume/"),
+    ("post", "idle-exempt/"),
     ("get", "events/"),
     ("get", "logs/?follow=1"),
 ]

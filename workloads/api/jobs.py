@@ -22,6 +22,7 @@ from accounts.choices import TokenScope
 from accounts.models import Project
 from accounts.selectors import project_list
 from workloads import accounting, logs, selectors
+from workloads.api.idle import IdleExemptSerializer
 from workloads.api.serializers import (
     JobCreateSerializer,
     JobEventSerializer,
@@ -32,6 +33,7 @@ from workloads.api.serializers import (
 )
 from workloads.choices import JobState
 from workloads.models import Job
+from workloads.services import idle_actions
 from workloads.services import jobs as services
 from workloads.services import templates as template_services
 
@@ -108,6 +110,39 @@ class JobViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, viewsets.Gene
     def cancel(self, request: Request, id: str) -> Response:
         job = services.job_cancel(
             actor=request_user(request), job=self.get_object(), request=request._request
+        )
+        return Response(JobSerializer(job).data)
+
+    @extend_schema(request=None, responses={200: JobSerializer})
+    @action(detail=True, methods=["post"], url_path="idle-snooze")
+    def idle_snooze(self, request: Request, id: str) -> Response:
+        """Snooze the idle warning: the idle window starts again (a bounded number of times)."""
+        job = idle_actions.job_idle_snooze(
+            actor=request_user(request), job=self.get_object(), request=request._request
+        )
+        return Response(JobSerializer(job).data)
+
+    @extend_schema(request=None, responses={200: JobSerializer})
+    @action(detail=True, methods=["post"], url_path="idle-resume")
+    def idle_resume(self, request: Request, id: str) -> Response:
+        """Put a job suspended for idle GPUs back in the queue (front of its priority)."""
+        job = idle_actions.job_idle_resume(
+            actor=request_user(request), job=self.get_object(), request=request._request
+        )
+        return Response(JobSerializer(job).data)
+
+    @extend_schema(request=IdleExemptSerializer, responses={200: JobSerializer})
+    @action(detail=True, methods=["post"], url_path="idle-exempt")
+    def idle_exempt(self, request: Request, id: str) -> Response:
+        """Managers: exempt the job from idle reclaim (`{"exempt": true}`) or take it back."""
+        job = self.get_object()  # a foreign job is 404 whatever the body says
+        body = IdleExemptSerializer(data=request.data)
+        body.is_valid(raise_exception=True)
+        job = idle_actions.job_idle_exempt_set(
+            actor=request_user(request),
+            job=job,
+            exempt=body.validated_data["exempt"],
+            request=request._request,
         )
         return Response(JobSerializer(job).data)
 

@@ -14,6 +14,7 @@ from rest_framework import serializers
 
 from accounts.models import Project
 from workloads import app_settings, selectors
+from workloads.api.idle import IdleSerializer, idle_of
 from workloads.api.rightsizing import RightsizingSerializer, rightsizing_of
 from workloads.choices import Priority
 from workloads.messages import QueueSummary
@@ -123,6 +124,7 @@ class JobSerializer(serializers.ModelSerializer[Job]):
         help_text="Queued jobs: position, estimated start, reason, hints."
     )
     rightsizing = serializers.SerializerMethodField(help_text="GPU peaks, used GPU-hours, a smaller size.")
+    idle = serializers.SerializerMethodField(help_text="Idle-GPU reclaim: warning, snoozes, suspension.")
 
     class Meta:
         model = Job
@@ -157,6 +159,7 @@ class JobSerializer(serializers.ModelSerializer[Job]):
             "gpu_hours",
             "queue",
             "rightsizing",
+            "idle",
         ]
         read_only_fields = fields
 
@@ -170,6 +173,10 @@ class JobSerializer(serializers.ModelSerializer[Job]):
     @extend_schema_field(RightsizingSerializer)
     def get_rightsizing(self, job: Job) -> dict[str, Any]:
         return rightsizing_of(job, self.context)
+
+    @extend_schema_field(IdleSerializer)
+    def get_idle(self, job: Job) -> dict[str, Any]:
+        return idle_of(job)
 
 
 class JobEventSerializer(serializers.ModelSerializer[JobEvent]):
