@@ -177,7 +177,7 @@ def test_foreign_template_is_404(jobs_world: World) -> None:
     assert JobTemplate.objects.filter(pk=template.pk).exists()
 
 
-@pytest.mark.parametrize("path", ["", "cancel/", "rerun/"])
+@pytest.mark.parametrize("path", ["", "cancel/", "rerun/", "rerun/rightsized/"])
 def test_foreign_job_pages_are_404(jobs_world: World, victim_job: Job, path: str) -> None:
     client = session_client(jobs_world.outsider)
     method = client.get if not path else client.post
