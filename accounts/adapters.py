@@ -12,12 +12,21 @@ from allauth.mfa.utils import is_mfa_enabled
 from allauth.socialaccount.adapter import DefaultSocialAccountAdapter
 from allauth.socialaccount.models import SocialLogin
 from django.conf import settings
-from django.http import HttpRequest
+from django.http import HttpRequest, HttpResponse
 
 
 class AccountAdapter(DefaultAccountAdapter):
     def is_open_for_signup(self, request: HttpRequest) -> bool:
         return bool(settings.ACCOUNT_ALLOW_SIGNUPS)
+
+    def pre_login(self, request: HttpRequest, user: Any, **kwargs: Any) -> HttpResponse | None:
+        """A new session key once the password (or provider) step passes, before the two-factor step:
+        a key planted in the browser beforehand must not share the pending sign-in (login() cycles
+        it again at the end)."""
+        response: HttpResponse | None = super().pre_login(request, user, **kwargs)
+        if response is None:
+            request.session.cycle_key()
+        return response
 
     def is_reauthentication_required(self, *, app: str, **kwargs: Any) -> bool:
         """Setting up the first factor right after a password sign-in asks for no password again.
