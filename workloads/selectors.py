@@ -222,3 +222,13 @@ def project_idle_reclaimed_gpu_hours(*, project: Project, now: datetime | None =
     return float(closed) + sum(
         idle_reclaimed_gpu_hours(job=j, now=now) - j.idle_reclaimed_gpu_hours for j in open_
     )
+
+
+def project_idle_summary(*, project: Project, now: datetime | None = None) -> dict[str, Any]:
+    """The project's reclaimed GPU-hours and its jobs warned or suspended now (usage page and API)."""
+    jobs = Job.objects.filter(project=project)
+    return {
+        "reclaimed_gpu_hours": round(project_idle_reclaimed_gpu_hours(project=project, now=now), 4),
+        "warned_jobs": jobs.filter(state=JobState.RUNNING, idle_warned_at__isnull=False).count(),
+        "suspended_jobs": jobs.filter(state=JobState.PREEMPTED, idle_suspended_at__isnull=False).count(),
+    }

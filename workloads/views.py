@@ -341,6 +341,7 @@ def project_usage(request: HttpRequest, slug: str) -> HttpResponse:
         "by_type": by_type,
         "type_chart": totals_chart(by_type, by="gpu_type"),
         "oversized": rightsizing.oversized_jobs(project=project),
+        "idle": selectors.project_idle_summary(project=project),
         "busy_pct": app_settings.busy_sm_pct(),
         "min_minutes": app_settings.rightsizing_min_minutes(),
         "mem_pct": app_settings.oversized_mem_pct(),

@@ -7,6 +7,7 @@ from accounts.api import MembershipViewSet, MeView, ProjectViewSet, TokenViewSet
 from accounts.api_login import PasswordTokenView
 from accounts.api_webhooks import ProjectWebhookView
 from gpu.api import GpuViewSet, IngestView, NodeViewSet
+from workloads.api.idle import ProjectIdleView
 from workloads.api.jobs import JobViewSet
 from workloads.api.projects import ProjectAllowedView
 from workloads.api.queue import GrantViewSet, UsageView
@@ -30,6 +31,9 @@ urlpatterns = [
     path("me/", MeView.as_view(), name="me"),
     path("projects/<slug:project_slug>/webhook/", ProjectWebhookView.as_view(), name="project-webhook"),
     path("projects/<slug:project_slug>/allowed/", ProjectAllowedView.as_view(), name="project-allowed"),
+    path(
+        "projects/<slug:project_slug>/idle-reclaim/", ProjectIdleView.as_view(), name="project-idle-reclaim"
+    ),
     path("usage/", UsageView.as_view(), name="usage"),
     path("auth/token/", PasswordTokenView.as_view(), name="auth-token"),
     path("ingest/samples", IngestView.as_view(), name="ingest-samples"),  # the agent contract's path

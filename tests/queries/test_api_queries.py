@@ -30,6 +30,7 @@ CASES: dict[str, Case] = {
     "v1_projects_members_list": lambda fx, u: "/api/v1/projects/alpha/members/",
     "v1_projects_webhook_retrieve": lambda fx, u: "/api/v1/projects/hooked/webhook/",
     "v1_projects_allowed_retrieve": lambda fx, u: "/api/v1/projects/alpha/allowed/",
+    "v1_projects_idle_reclaim_retrieve": lambda fx, u: "/api/v1/projects/alpha/idle-reclaim/",
     "v1_projects_members_retrieve": lambda fx, u: f"/api/v1/projects/alpha/members/{_membership(fx, u)}/",
     "v1_tokens_list": lambda fx, u: "/api/v1/tokens/",
     "v1_tokens_retrieve": lambda fx, u: f"/api/v1/tokens/{u.api_tokens.earliest('pk').pk}/",

@@ -96,6 +96,9 @@ def register_job_probes() -> None:
             "POST /api/v1/templates/{id}/submit/": lambda v: [
                 Probe("POST", f"{tpl_url(v)}submit/", "not_found", {"gpus": 1})
             ],
+            "GET /api/v1/projects/{project_slug}/idle-reclaim/": lambda v: [
+                Probe("GET", f"/api/v1/projects/{v.project.slug}/idle-reclaim/", "not_found")
+            ],
             "GET /api/v1/projects/{project_slug}/allowed/": lambda v: [
                 Probe("GET", f"/api/v1/projects/{v.project.slug}/allowed/", "not_found")
             ],

@@ -1,13 +1,20 @@
-"""The idle-reclaim part of a job's API: what the job's `idle` field holds, and the exempt body."""
+"""The idle-reclaim part of the API: a job's `idle` field, the exempt body, and a project's totals
+(GET /api/v1/projects/<slug>/idle-reclaim/)."""
 
 from __future__ import annotations
 
 from typing import Any
 
+from drf_spectacular.utils import extend_schema, inline_serializer
 from rest_framework import serializers
+from rest_framework.request import Request
+from rest_framework.response import Response
+from rest_framework.views import APIView
 
+from accounts.api import request_user
+from accounts.selectors import project_get
 from workloads.models import Job
-from workloads.selectors import idle_reclaimed_gpu_hours
+from workloads.selectors import idle_reclaimed_gpu_hours, project_idle_summary
 
 
 class IdleSerializer(serializers.Serializer[Any]):
@@ -33,3 +40,27 @@ def idle_of(job: Job) -> dict[str, Any]:
         "suspended_at": job.idle_suspended_at,
         "reclaimed_gpu_hours": round(idle_reclaimed_gpu_hours(job=job), 4),
     }
+
+
+ProjectIdle = inline_serializer(
+    "ProjectIdleReclaim",
+    {
+        "project": serializers.SlugField(),
+        "reclaimed_gpu_hours": serializers.FloatField(
+            help_text="GPU-hours given back by idle-suspended jobs."
+        ),
+        "warned_jobs": serializers.IntegerField(help_text="Running jobs with an idle warning now."),
+        "suspended_jobs": serializers.IntegerField(
+            help_text="Jobs suspended for idle GPUs, waiting to resume."
+        ),
+    },
+)
+
+
+class ProjectIdleView(APIView):
+    """A project's idle-reclaim figures (a foreign project is 404)."""
+
+    @extend_schema(operation_id="v1_projects_idle_reclaim_retrieve", responses={200: ProjectIdle})
+    def get(self, request: Request, project_slug: str) -> Response:
+        project = project_get(user=request_user(request), slug=project_slug)
+        return Response({"project": project.slug, **project_idle_summary(project=project)})

@@ -82,3 +82,16 @@ def test_the_api_shows_idle_and_snoozes_resumes_and_exempts(world: World) -> Non
     assert api_client(world.viewer).post(f"/api/v1/jobs/{suspended.uid}/idle-resume/").status_code == 403
     assert api_client(world.outsider).post(f"/api/v1/jobs/{suspended.uid}/idle-resume/").status_code == 404
     assert member.post(f"/api/v1/jobs/{suspended.uid}/idle-resume/").json()["idle"]["suspended_at"] is None
+
+
+def test_the_usage_page_and_api_total_the_projects_reclaimed_hours(world: World) -> None:
+    _job(world, state=JobState.PREEMPTED, idle_suspended_at=timezone.now() - timedelta(minutes=30))
+    _job(world, state=JobState.SUCCEEDED, idle_reclaimed_gpu_hours=1.25)
+    _job(world, state=JobState.RUNNING, idle_warned_at=timezone.now())
+    page = session_client(world.member).get("/jobs/projects/alpha/usage/").content.decode()
+    assert "<strong>1.75</strong> GPU-hours given back" in page
+    assert "1 job warned now, 1 suspended" in page
+    body = api_client(world.member).get("/api/v1/projects/alpha/idle-reclaim/").json()
+    assert body == {"project": "alpha", "reclaimed_gpu_hours": pytest.approx(1.75, abs=0.01),
+                    "warned_jobs": 1, "suspended_jobs": 1}  # fmt: skip
+    assert api_client(world.outsider).get("/api/v1/projects/alpha/idle-reclaim/").status_code == 404
