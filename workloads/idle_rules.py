@@ -17,7 +17,8 @@ from datetime import datetime, timedelta
 from typing import Protocol
 
 # Samples may start this late into the window and end this long before now and still cover it:
-# an agent polls every second and posts every few, the sweep runs every minute.
+# an agent polls every second and posts every few, the sweep runs every minute. A quarter of the
+# window at most, so a short window is not judged on a fraction of it.
 COVERAGE_SLACK = timedelta(seconds=90)
 
 
@@ -90,8 +91,9 @@ def evidence(
     numbers += f"(threshold {t.mem_change_pct} %)"
     if util >= t.util_pct or moved >= t.mem_change_pct:
         return Evidence.BUSY, numbers
-    covered = min(g.first_ts for g in gpus) <= start + COVERAGE_SLACK
-    covered = covered and max(g.last_ts for g in gpus) >= now - COVERAGE_SLACK
+    slack = min(COVERAGE_SLACK, (now - start) / 4)
+    covered = min(g.first_ts for g in gpus) <= start + slack
+    covered = covered and max(g.last_ts for g in gpus) >= now - slack
     return (Evidence.IDLE if covered else Evidence.NONE), numbers
 
 

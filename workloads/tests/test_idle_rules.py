@@ -104,3 +104,13 @@ def test_reclaimed_hours_run_from_the_suspension_capped_by_the_runtime_left() ->
     assert hours(8) == pytest.approx(4.0)
     # Max runtime 2 h, 1 h used before the suspension: at most 1 h more per GPU could be held.
     assert hours(2) == pytest.approx(2.0)
+
+
+def test_a_short_window_must_be_covered_nearly_whole() -> None:
+    short = Thresholds(window_s=60, warning_s=30)
+    half = Gpu(first_ts=NOW - timedelta(seconds=30))
+    assert decide(JobIdle(STARTED), [half], now=NOW, t=short).action is Action.NONE
+    assert (
+        decide(JobIdle(STARTED), [Gpu(first_ts=NOW - timedelta(seconds=50))], now=NOW, t=short).action
+        is Action.WARN
+    )
