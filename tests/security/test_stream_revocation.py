@@ -69,3 +69,48 @@ async def _closes(communicator: Any, timeout: float = 10) -> bool:
                 return True
     except TimeoutError:
         return False
+
+
+def _traffic_for(path: str, world: World) -> Callable[[], None]:
+    """Something the socket at `path` forwards to the member: a job change, or a GPU frame."""
+    from gpu import broadcast
+    from gpu.models import Gpu, Node
+    from workloads.services import jobs as job_services
+    from workloads.services.broadcast import job_changed
+    from workloads.tests.conftest import IMAGE, allow_images
+
+    if path == "/ws/jobs/":
+        allow_images(world.alpha)
+        job = job_services.job_submit(actor=world.owner, project=world.alpha, data={"image": IMAGE})
+        return lambda: job_changed(job.pk)
+    node = Node.objects.create(name="revocation-node", gpu_count=1)
+    gpu = Gpu.objects.create(node=node, index=0, uuid="GPU-revocation-0", memory_mib=1024)
+    frame: Any = {
+        "uuid": gpu.uuid, "node": node.name, "index": 0, "ts": "2026-01-01T00:00:00.000Z", "util_gpu": 1,
+        "util_mem": 1, "mem_used_mib": 1, "mem_total_mib": 1024, "temp_c": 40.0, "power_w": 50.0,
+        "sm_clock_mhz": 1, "mem_clock_mhz": 1, "xid": None, "health": "healthy",
+        "sharing_mode": "exclusive", "in_service": True, "processes": [],
+    }  # fmt: skip
+    return lambda: broadcast.samples_published(node=node.name, frames=[frame])
+
+
+@pytest.mark.parametrize("path", ["/ws/jobs/", "/ws/cluster/"])
+async def test_a_lost_revocation_message_still_ends_the_stream(
+    world: World, path: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """No signal (a queryset update), so no close message: the consumer's own re-check of the account,
+    due every RECHECK_S (30 s; 0 here) while it sends, closes the socket at the next frame."""
+    import gpu.consumers
+    import workloads.consumers
+
+    traffic = await sync_to_async(_traffic_for)(path, world)
+    communicator, connected = await connect(path, world.member)
+    assert connected
+    while not await communicator.receive_nothing(timeout=1.0):  # the snapshot, sent before the change
+        await communicator.receive_output()
+    monkeypatch.setattr(gpu.consumers, "RECHECK_S", 0.0)
+    monkeypatch.setattr(workloads.consumers, "RECHECK_S", 0.0)
+    await sync_to_async(User.objects.filter(pk=world.member.pk).update)(is_active=False)
+    assert await communicator.receive_nothing(timeout=1.0), "closed without a frame: not the re-check path"
+    await sync_to_async(traffic)()
+    assert await _closes(communicator)
