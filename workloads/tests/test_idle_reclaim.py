@@ -130,14 +130,17 @@ def test_suspended_after_the_warning_kept_out_of_the_queue_until_resumed(
     _ingest(gpus[0], job, util=1)
     now = timezone.now()
     assert idle_sweep(now=now)["warn"] == 1
-    assert idle_sweep(now=now + timedelta(seconds=WARNING_S - 5))["suspend"] == 0
-    assert idle_sweep(now=now + timedelta(seconds=WARNING_S))["suspend"] == 1
+    # The samples end now, so the warning is moved back instead of the clock forward.
+    Job.objects.filter(pk=job.pk).update(idle_warned_at=now - timedelta(seconds=WARNING_S - 5))
+    assert idle_sweep(now=now)["suspend"] == 0
+    Job.objects.filter(pk=job.pk).update(idle_warned_at=now - timedelta(seconds=WARNING_S))
+    assert idle_sweep(now=now)["suspend"] == 1
     job.refresh_from_db()
-    assert (job.state, job.idle_suspended_at) == (JobState.PREEMPTED, now + timedelta(seconds=WARNING_S))
+    assert (job.state, job.idle_suspended_at) == (JobState.PREEMPTED, now)
     assert job.state_reason.startswith("suspended: GPUs idle for 2 min")
     assert ReconcileOutbox.objects.filter(job=job).exists()  # the reconciler re-suspends the Kubernetes Job
     assert requeue_preempted(bound=set()) == []  # waits for its owner
-    later = now + timedelta(seconds=WARNING_S, hours=2)
+    later = now + timedelta(hours=2)
     # 1 GPU, suspended ~10 min into a 60 min max runtime: at most ~50 min could have been held.
     assert project_idle_reclaimed_gpu_hours(project=world.alpha, now=later) == pytest.approx(
         50 / 60, abs=0.02
@@ -164,3 +167,21 @@ def test_an_exempt_job_is_never_reclaimed_and_only_managers_exempt(world: World,
     assert idle_sweep(now=now + timedelta(seconds=WARNING_S)) == {"warn": 0, "suspend": 0, "withdraw": 0}
     assert Job.objects.get(pk=job.pk).state == JobState.RUNNING
     assert AuditLog.objects.filter(action="job.idle_exempt", actor=world.owner).exists()
+
+
+def test_the_warning_cannot_outlast_the_window(db: None) -> None:
+    # The suspension re-checks the sliding window: a longer warning would let a busy spike slide out unseen.
+    with pytest.raises(ValidationError, match="cannot be longer"):
+        QueueSettings(idle_window_s=600, idle_warning_s=601).full_clean()
+    QueueSettings(idle_window_s=600, idle_warning_s=600).full_clean()
+
+
+def test_sweeping_twice_warns_once_and_disabled_warns_nobody(world: World, gpus: list[Gpu]) -> None:
+    job = _job(world)
+    _ingest(gpus[0], job, util=1)
+    QueueSettings.objects.filter(pk=1).update(idle_reclaim_enabled=False)
+    assert idle_sweep()["warn"] == 0
+    QueueSettings.objects.filter(pk=1).update(idle_reclaim_enabled=True)
+    assert idle_sweep()["warn"] == 1
+    assert idle_sweep()["warn"] == 0
+    assert JobEvent.objects.filter(job=job, reason="idle warning").count() == 1
