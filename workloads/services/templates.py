@@ -74,15 +74,28 @@ def template_add(*, actor: User, template: JobTemplate, request: HttpRequest | N
     project = template.project
     require_submitter(actor=actor, project=project)
     template.spec, template.created_by = template_spec(project=project, spec=template.spec), actor
+    return _save(actor=actor, template=template, action="template.create", before=None, request=request)
+
+
+def _save(
+    *,
+    actor: User,
+    template: JobTemplate,
+    action: str,
+    before: dict[str, Any] | None,
+    request: HttpRequest | None,
+) -> JobTemplate:
+    """Check, save and audit in one transaction; nothing is written when a check fails."""
     _require_unique(template)
     template.full_clean()
     with transaction.atomic():
         template.save()
         audit_record(
             actor=actor,
-            action="template.create",
+            action=action,
             obj=template,
-            project=project,
+            project=template.project,
+            before=before,
             after=snapshot(template),
             request=request,
         )
@@ -109,20 +122,7 @@ def template_update(
     template.name, template.description = new_name, new_description
     if spec is not None:
         template.spec = template_spec(project=project, spec=spec)
-    _require_unique(template)
-    template.full_clean()
-    with transaction.atomic():
-        template.save()
-        audit_record(
-            actor=actor,
-            action="template.update",
-            obj=template,
-            project=project,
-            before=before,
-            after=snapshot(template),
-            request=request,
-        )
-    return template
+    return _save(actor=actor, template=template, action="template.update", before=before, request=request)
 
 
 def template_submit(
