@@ -68,7 +68,10 @@ def _rows_for_the_admin(world: World, job: Job) -> None:
     from accounts.models import UserCap, WebhookDelivery
     from workloads.models import OrphanReport, QueueSettings, ReconcileOutbox
 
-    app = SocialApp.objects.create(provider="openid_connect", provider_id="oidc", name="walk", client_id="c")
+    app = SocialApp.objects.create(
+        provider="openid_connect", provider_id="oidc", name="walk", client_id="c",
+        settings={"server_url": "https://idp.example.org"},
+    )  # fmt: skip
     account = SocialAccount.objects.create(user=world.member, provider="oidc", uid="walk-uid")
     SocialToken.objects.create(app=app, account=account, token="t")
     UserCap.objects.create(project=world.alpha, user=world.member)
