@@ -21,6 +21,8 @@ class WorkloadsCollector(Collector):
         return [
             *(GaugeMetricFamily(n, n) for n in names),
             CounterMetricFamily("gpuportal_job_transitions", ""),
+            CounterMetricFamily("gpuportal_idle_warnings", ""),
+            CounterMetricFamily("gpuportal_idle_reclaims", ""),
         ]
 
     def collect(self) -> Iterator[GaugeMetricFamily | CounterMetricFamily]:
@@ -41,11 +43,22 @@ class WorkloadsCollector(Collector):
         for slug, state, n in reads.transitions_total():
             moves.add_metric([slug, state], n)
         yield moves
+        yield from self._idle()
         depth, oldest = reads.outbox_depth()
         yield GaugeMetricFamily("gpuportal_outbox_depth", "Reconcile requests not yet done", value=depth)
         yield GaugeMetricFamily(
             "gpuportal_outbox_oldest_seconds", "Age of the oldest pending reconcile request", value=oldest
         )
+
+    def _idle(self) -> Iterator[CounterMetricFamily]:
+        warned = CounterMetricFamily("gpuportal_idle_warnings", "Idle-GPU warnings sent", labels=["project"])
+        reclaims = CounterMetricFamily(
+            "gpuportal_idle_reclaims", "Jobs suspended for idle GPUs", labels=["project"]
+        )
+        for slug, n_warned, n_suspended in reads.idle_totals():
+            warned.add_metric([slug], n_warned)
+            reclaims.add_metric([slug], n_suspended)
+        yield from (warned, reclaims)
 
     def _quota(self) -> Iterator[GaugeMetricFamily]:
         labels = ["project"]

@@ -3,7 +3,7 @@ web replica answers the same numbers (per-process counters would disagree across
 
 from __future__ import annotations
 
-from django.db.models import Count, Min, Sum
+from django.db.models import Count, Min, Q, Sum
 from django.utils import timezone
 
 from accounts.models import Quota
@@ -54,3 +54,18 @@ def outbox_depth() -> tuple[int, float]:
     agg = ReconcileOutbox.objects.aggregate(n=Count("job_id"), oldest=Min("requested_at"))
     oldest = agg["oldest"]
     return int(agg["n"] or 0), (timezone.now() - oldest).total_seconds() if oldest else 0.0
+
+
+IDLE_WARNED = Q(reason="idle warning")
+IDLE_SUSPENDED = Q(to_state=JobState.PREEMPTED, reason__startswith="suspended: GPUs idle")
+
+
+def idle_totals() -> list[tuple[str, int, int]]:
+    """Idle warnings and idle suspensions ever, per project, counted from the timeline (monotonic)."""
+    rows = (
+        JobEvent.objects.filter(IDLE_WARNED | IDLE_SUSPENDED)
+        .values_list("job__project__slug")
+        .annotate(warned=Count("id", filter=IDLE_WARNED), suspended=Count("id", filter=IDLE_SUSPENDED))
+        .order_by()
+    )
+    return [(slug, warned, suspended) for slug, warned, suspended in rows]

@@ -185,3 +185,21 @@ def test_sweeping_twice_warns_once_and_disabled_warns_nobody(world: World, gpus:
     assert idle_sweep()["warn"] == 1
     assert idle_sweep()["warn"] == 0
     assert JobEvent.objects.filter(job=job, reason="idle warning").count() == 1
+
+
+def test_metrics_count_idle_warnings_and_reclaims_from_the_timeline(world: World, gpus: list[Gpu]) -> None:
+    from workloads.metrics import WorkloadsCollector
+
+    job = _job(world)
+    _ingest(gpus[0], job, util=1)
+    now = timezone.now()
+    idle_sweep(now=now)
+    Job.objects.filter(pk=job.pk).update(idle_warned_at=now - timedelta(seconds=WARNING_S))
+    assert idle_sweep(now=now)["suspend"] == 1
+    samples = {
+        (s.name, s.labels.get("project")): s.value
+        for family in WorkloadsCollector().collect()
+        for s in family.samples
+    }
+    assert samples[("gpuportal_idle_warnings_total", "alpha")] == 1
+    assert samples[("gpuportal_idle_reclaims_total", "alpha")] == 1
