@@ -9,7 +9,9 @@ settled) is printed; reliability.md promises at most one sweep + 60 s.
 
 from __future__ import annotations
 
+import contextlib
 import time
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import httpx
@@ -93,20 +95,41 @@ def _recover(uids: list[str], what: str) -> float:
     return recovery
 
 
-def test_a_postgres_outage_loses_nothing_and_answers_503(
-    world: World, kube: RealKubeClient, k8s_cluster: ClusterHandle, tmp_path: Path
-) -> None:
+@contextlib.contextmanager
+def _drill(
+    world: World, k8s_cluster: ClusterHandle, tmp_path: Path
+) -> Iterator[tuple[Stack, Api, list[str]]]:
+    """The whole stack up, and the first half of the jobs submitted before the outage."""
     token = _prepare(world)
     with portal_stack(k8s_cluster, tmp_path) as stack:
         api = Api(stack, token)
-        uids = api.submit_ok(JOBS // 2)
+        yield stack, api, api.submit_ok(JOBS // 2)
+
+
+def _all_made(uids: list[str]) -> bool:
+    return not Job.objects.filter(uid__in=uids, created_in_cluster_at=None).exists()
+
+
+def _for(seconds: float, every: float, step: Callable[[], None]) -> None:
+    started = time.monotonic()
+    while time.monotonic() - started < seconds:
+        step()
+        time.sleep(every)
+
+
+def test_a_postgres_outage_loses_nothing_and_answers_503(
+    world: World, kube: RealKubeClient, k8s_cluster: ClusterHandle, tmp_path: Path
+) -> None:
+    refused: list[httpx.Response] = []
+
+    def probe(api: Api) -> None:
+        refused.append(api.submit())
+        assert api.http.get("/healthz").status_code == 200  # the process lives; readiness says why
+        assert api.http.get("/readyz").status_code == 503
+
+    with _drill(world, k8s_cluster, tmp_path) as (stack, api, uids):
         stack.postgres.down()
-        started, refused = time.monotonic(), []
-        while time.monotonic() - started < POSTGRES_DOWN_S:
-            refused.append(api.submit())
-            assert api.http.get("/healthz").status_code == 200  # the process lives; readiness says why
-            assert api.http.get("/readyz").status_code == 503
-            time.sleep(2)
+        _for(POSTGRES_DOWN_S, 2, lambda: probe(api))
         stack.postgres.up()
         uids += api.submit_ok(JOBS - JOBS // 2)
         _recover(uids, "Postgres")
@@ -121,21 +144,11 @@ def test_a_postgres_outage_loses_nothing_and_answers_503(
 def test_an_api_server_outage_loses_nothing_and_fails_nothing(
     world: World, kube: RealKubeClient, k8s_cluster: ClusterHandle, tmp_path: Path
 ) -> None:
-    token = _prepare(world)
-    with portal_stack(k8s_cluster, tmp_path) as stack:
-        api = Api(stack, token)
-        uids = api.submit_ok(JOBS // 2)
-        wait_for(
-            lambda: not Job.objects.filter(uid__in=uids, created_in_cluster_at=None).exists(),
-            120,
-            "Jobs made",
-        )
+    with _drill(world, k8s_cluster, tmp_path) as (stack, api, uids):
+        wait_for(lambda: _all_made(uids), 120, "Jobs made")
         stack.apiserver.down()
-        started = time.monotonic()
-        while time.monotonic() - started < APISERVER_DOWN_S:
-            if len(uids) < JOBS:
-                uids += api.submit_ok(1)  # submissions need only Postgres
-            time.sleep(2)
+        # Submissions need only Postgres.
+        _for(APISERVER_DOWN_S, 2, lambda: uids.extend(api.submit_ok(1) if len(uids) < JOBS else []))
         stack.apiserver.up()
         _recover(uids, "API server")
     _assert_nothing_lost_or_doubled(kube, world, uids)
@@ -144,15 +157,13 @@ def test_an_api_server_outage_loses_nothing_and_fails_nothing(
 def test_a_redis_outage_loses_nothing_and_submissions_go_on(
     world: World, kube: RealKubeClient, k8s_cluster: ClusterHandle, tmp_path: Path
 ) -> None:
-    token = _prepare(world)
-    with portal_stack(k8s_cluster, tmp_path) as stack:
-        api = Api(stack, token)
-        uids = api.submit_ok(JOBS // 2)
+    during: list[str] = []
+    with _drill(world, k8s_cluster, tmp_path) as (stack, api, uids):
         stack.redis.stop()
-        started, during = time.monotonic(), []
-        while time.monotonic() - started < REDIS_DOWN_S:
-            during += api.submit_ok(1)  # the intent is in the outbox, written in the submit transaction
-            time.sleep(max(1.0, REDIS_DOWN_S / (JOBS - JOBS // 2)))
+        # The intent is in the outbox, written in the submit transaction.
+        _for(
+            REDIS_DOWN_S, max(1.0, REDIS_DOWN_S / (JOBS - JOBS // 2)), lambda: during.extend(api.submit_ok(1))
+        )
         assert ReconcileOutbox.objects.filter(job__uid__in=during).count() == len(during)
         stack.redis.start()  # empty: every queued task and result is gone
         uids += during
