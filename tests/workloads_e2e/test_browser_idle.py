@@ -8,27 +8,19 @@ from __future__ import annotations
 from datetime import UTC, datetime, timedelta
 
 import pytest
-from django.conf import settings
-from django.test import Client
 from django.utils import timezone
 
 from gpu.ingest import ingest_batch
 from gpu.tests.factories import batch, make_gpus, make_node, series
+from tests.fixtures.browser import docs_shot, signed_in_page
 from tests.fixtures.personas import World
 from tests.gpu_e2e.live import daphne_server
-from tests.workloads_e2e.test_browser_rightsizing import _shot
 from workloads.choices import JobState
 from workloads.models import Job, JobEvent, QueueSettings
 from workloads.services.idle import idle_sweep
 from workloads.tests.conftest import IMAGE, allow_images
 
 pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
-
-
-def _cookie(world: World) -> str:
-    client = Client()
-    client.force_login(world.member)
-    return client.cookies[settings.SESSION_COOKIE_NAME].value
 
 
 def _idle_job(world: World) -> Job:
@@ -54,20 +46,17 @@ def test_the_idle_warning_banner_and_its_snooze(world: World, monkeypatch: pytes
     QueueSettings.load()  # the defaults: 5 %, 5 %, 30 min window, 10 min warning, 2 snoozes
     job = _idle_job(world)
     assert idle_sweep()["warn"] == 1
-    errors: list[str] = []
-    with daphne_server() as base, sync_playwright() as pw:
-        browser = pw.chromium.launch(executable_path="/usr/bin/chromium", args=["--no-sandbox"])
-        context = browser.new_context(viewport={"width": 1200, "height": 900})
-        context.add_cookies([{"name": settings.SESSION_COOKIE_NAME, "value": _cookie(world), "url": base}])
-        page = context.new_page()
-        page.on("console", lambda m: errors.append(m.text) if m.type == "error" else None)
+    with (
+        daphne_server() as base,
+        sync_playwright() as pw,
+        signed_in_page(pw, base, world.member) as (page, errors),
+    ):
         page.goto(f"{base}/jobs/{job.uid}/")
         expect(page.locator("#idle-warning-text")).to_contain_text("idle for 30 min")
         expect(page.locator("#idle-snooze")).to_have_text("Snooze (2 of 2 left)")
-        _shot(page, "idle-warning.png")
+        docs_shot(page, "idle-warning.png")
         page.click("#idle-snooze")
         expect(page.locator("#idle-warning")).to_have_count(0)
-        browser.close()
     assert JobEvent.objects.filter(job=job, reason="idle warning snoozed").exists()
     assert Job.objects.get(pk=job.pk).idle_snoozes == 1
     assert not [e for e in errors if "Content Security Policy" in e], errors

@@ -9,35 +9,20 @@ writes; daphne serves the portal from a subprocess on the test database.
 from __future__ import annotations
 
 from datetime import UTC, datetime, timedelta
-from pathlib import Path
 
 import pytest
-from django.conf import settings
-from django.test import Client
 from django.utils import timezone
 
 from gpu.ingest import ingest_batch
 from gpu.tests.factories import batch, make_gpus, make_node, series
+from tests.fixtures.browser import docs_shot, signed_in_page
 from tests.fixtures.personas import World
-from tests.gpu_e2e.live import ROOT, daphne_server
+from tests.gpu_e2e.live import daphne_server
 from workloads.choices import JobState
 from workloads.models import Job
 from workloads.tests.conftest import IMAGE, allow_images
 
 pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
-IMG = ROOT / "docs" / "img"
-
-
-def _cookie(world: World) -> str:
-    client = Client()
-    client.force_login(world.owner)
-    return client.cookies[settings.SESSION_COOKIE_NAME].value
-
-
-def _shot(page: object, name: str) -> None:
-    IMG.mkdir(parents=True, exist_ok=True)
-    page.screenshot(path=str(IMG / name), full_page=True)  # type: ignore[attr-defined]
-    assert Path(IMG / name).stat().st_size > 10_000
 
 
 def _simulated_run(world: World) -> Job:
@@ -68,27 +53,24 @@ def test_the_hint_from_stored_peaks_and_the_one_click_rerun(
     allow_images(world.alpha)
     job = _simulated_run(world)
     assert (job.peak_gpu_mem_mib, job.peak_sm_pct) == (7 * 1024, 20)  # stored by ingest, not the page
-    errors: list[str] = []
-    with daphne_server() as base, sync_playwright() as pw:
-        browser = pw.chromium.launch(executable_path="/usr/bin/chromium", args=["--no-sandbox"])
-        context = browser.new_context(viewport={"width": 1200, "height": 900})
-        context.add_cookies([{"name": settings.SESSION_COOKIE_NAME, "value": _cookie(world), "url": base}])
-        page = context.new_page()
-        page.on("console", lambda m: errors.append(m.text) if m.type == "error" else None)
-
+    with (
+        daphne_server() as base,
+        sync_playwright() as pw,
+        signed_in_page(pw, base, world.owner) as (page, errors),
+    ):
         page.goto(f"{base}/jobs/{job.uid}/")
         expect(page.locator("#rightsizing-text")).to_have_text(
             "This job asked 32 GiB on 1 GPU, peak 7 GiB and 20 %: a 2-slice share would do."
         )
         expect(page.locator("#gpu-peaks")).to_contain_text("7168 MiB of 32768 MiB GPU memory, 20 % SM")
-        _shot(page, "rightsizing-hint.png")
+        docs_shot(page, "rightsizing-hint.png")
 
         page.goto(f"{base}/jobs/projects/{world.alpha.slug}/usage/")
         expect(page.locator("#oversized-jobs")).to_contain_text("resnet-small")
         expect(page.locator("#usage-by-type")).to_contain_text("NVIDIA-GeForce-RTX-5090")
         page.wait_for_function("() => window.Chart && Chart.getChart('usage-type-chart')")
         page.wait_for_timeout(1500)  # Chart.js animates the bars in; the screenshot wants them drawn
-        _shot(page, "usage-used-hours.png")
+        docs_shot(page, "usage-used-hours.png")
 
         page.goto(f"{base}/jobs/{job.uid}/")
         page.once("dialog", lambda d: d.accept())
@@ -97,5 +79,4 @@ def test_the_hint_from_stored_peaks_and_the_one_click_rerun(
         rerun = Job.objects.get(rerun_of=job)
         assert (rerun.gpus, rerun.mps_slices) == (0, 2)
         expect(page.locator("dd").filter(has_text="MPS slices")).to_contain_text("2 MPS slices")
-        browser.close()
     assert not [e for e in errors if "Content Security Policy" in e], errors

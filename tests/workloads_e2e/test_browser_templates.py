@@ -6,22 +6,18 @@ page and a database write; daphne serves the portal from a subprocess on the tes
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import pytest
-from django.conf import settings
-from django.test import Client
 
 from accounts.choices import Role
 from accounts.models import Membership
+from tests.fixtures.browser import docs_shot, signed_in_page
 from tests.fixtures.personas import World
-from tests.gpu_e2e.live import ROOT, daphne_server
+from tests.gpu_e2e.live import daphne_server
 from workloads.models import Job, JobTemplate, ProjectVolume
 from workloads.services import jobs as services
 from workloads.tests.conftest import IMAGE, allow_images
 
 pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
-IMG = ROOT / "docs" / "img"
 SPEC = {
     "image": IMAGE,
     "command": ["python", "train.py"],
@@ -32,18 +28,6 @@ SPEC = {
     "memory_mib": 512,
     "volumes": [{"volume": "data", "mount_path": "/data", "read_only": False}],
 }
-
-
-def _cookie(world: World) -> str:
-    client = Client()
-    client.force_login(world.member)
-    return client.cookies[settings.SESSION_COOKIE_NAME].value
-
-
-def _shot(page: object, name: str) -> None:
-    IMG.mkdir(parents=True, exist_ok=True)
-    page.screenshot(path=str(IMG / name), full_page=True)  # type: ignore[attr-defined]
-    assert Path(IMG / name).stat().st_size > 10_000
 
 
 def test_save_as_template_submit_from_it_and_rerun_with_changes(
@@ -57,14 +41,11 @@ def test_save_as_template_submit_from_it_and_rerun_with_changes(
     ProjectVolume.objects.create(project=world.alpha, name="refs", claim_name="refs", read_only=True)
     Membership.objects.create(project=world.beta, user=world.member, role=Role.MEMBER)
     first = services.job_submit(actor=world.member, project=world.alpha, data={**SPEC, "name": "baseline"})
-    errors: list[str] = []
-    with daphne_server() as base, sync_playwright() as pw:
-        browser = pw.chromium.launch(executable_path="/usr/bin/chromium", args=["--no-sandbox"])
-        context = browser.new_context(viewport={"width": 1200, "height": 900})
-        context.add_cookies([{"name": settings.SESSION_COOKIE_NAME, "value": _cookie(world), "url": base}])
-        page = context.new_page()
-        page.on("console", lambda m: errors.append(m.text) if m.type == "error" else None)
-
+    with (
+        daphne_server() as base,
+        sync_playwright() as pw,
+        signed_in_page(pw, base, world.member) as (page, errors),
+    ):
         # 1. Save the job as a template from its page.
         page.goto(f"{base}/jobs/{first.uid}/")
         page.click("#save-as-template summary")
@@ -74,7 +55,7 @@ def test_save_as_template_submit_from_it_and_rerun_with_changes(
         page.wait_for_url("**/jobs/projects/alpha/templates/")
         expect(page.locator("#templates")).to_contain_text("nightly-train")
         expect(page.locator("#templates")).to_contain_text("python train.py --lr 0.1")
-        _shot(page, "templates-list.png")
+        docs_shot(page, "templates-list.png")
         template = JobTemplate.objects.get(name="nightly-train")
 
         # 2. The submit form shows the chosen project's images and volumes, and only its volumes.
@@ -98,7 +79,7 @@ def test_save_as_template_submit_from_it_and_rerun_with_changes(
         expect(page.locator("label[for=id_volume_2]")).to_contain_text("Volume 3")
         expect(page.locator("#id_volume_2")).to_be_focused()
         assert page.locator("#id_read_only_2").is_checked() is False
-        _shot(page, "submit-from-template.png")
+        docs_shot(page, "submit-from-template.png")
         page.click("#submit-job")
         page.wait_for_url(f"{base}/jobs/*-*/")
         second = Job.objects.exclude(pk=first.pk).get()
@@ -110,11 +91,10 @@ def test_save_as_template_submit_from_it_and_rerun_with_changes(
         page.wait_for_url("**/rerun/edit/")
         expect(page.locator("#id_args")).to_have_value("--lr 0.1")
         page.fill("#id_args", "--lr 0.05")
-        _shot(page, "rerun-with-changes.png")
+        docs_shot(page, "rerun-with-changes.png")
         page.click("#submit-job")
         page.wait_for_url(f"{base}/jobs/*-*/")
         expect(page.locator(".notice")).to_contain_text("a rerun of")
-        browser.close()
     third = Job.objects.exclude(pk__in=[first.pk, second.pk]).get()
     assert third.rerun_of == second
     assert third.args == ["--lr", "0.05"]
