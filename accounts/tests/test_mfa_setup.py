@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import pytest
 from allauth.mfa.models import Authenticator
+from django.core.cache import cache
 from django.test import Client, override_settings
 
 from accounts.models import User
@@ -13,6 +14,11 @@ pytestmark = pytest.mark.django_db
 
 PASSWORD = "correct horse battery 9"
 ACTIVATE, DEACTIVATE = "/accounts/2fa/totp/activate/", "/accounts/2fa/totp/deactivate/"
+
+
+@pytest.fixture(autouse=True)
+def _fresh_rate_limits() -> None:
+    cache.clear()  # the sign-in rate limits live in the (Redis) cache the whole run shares
 
 
 def _operator_signed_in() -> tuple[User, Client]:
