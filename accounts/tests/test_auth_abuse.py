@@ -146,7 +146,8 @@ def test_a_dumped_hash_does_not_authenticate(world: World) -> None:
     assert services.token_authenticate(secret=token.digest, ip=None) is None
     assert services.token_authenticate(secret=secret, ip=None) == token
     client = APIClient()
-    for dumped in (token.digest, f"{services.TOKEN_PREFIX}{token.digest}", f"gpt_{token.prefix}_{token.digest}"):
+    dumps = (token.digest, f"{services.TOKEN_PREFIX}{token.digest}", f"gpt_{token.prefix}_{token.digest}")
+    for dumped in dumps:
         client.credentials(HTTP_AUTHORIZATION=f"Bearer {dumped}")
         assert client.get("/api/v1/me/").status_code in (401, 403), dumped
 
