@@ -40,11 +40,17 @@ class RightsizingSerializer(serializers.Serializer[Any]):
         ref_name = "Rightsizing"
 
 
-def rightsizing_of(job: Job, context: dict[str, Any]) -> dict[str, Any]:
-    """The block for one job; the slice plan is read once per response (kept in the context)."""
+def plan_of(context: dict[str, Any]) -> accounting.SlicePlan:
+    """The slice plan, read once per response (kept in the serializer's context)."""
     if "slice_plan" not in context:
         context["slice_plan"] = dict(accounting.slice_plan())
-    plan = context["slice_plan"]
+    plan: accounting.SlicePlan = context["slice_plan"]
+    return plan
+
+
+def rightsizing_of(job: Job, context: dict[str, Any]) -> dict[str, Any]:
+    """The block for one job."""
+    plan = plan_of(context)
     hint = rightsizing.suggest(job, per_gpu=rightsizing.per_gpu_for(job, plan))
     return {
         "peak_gpu_mem_mib": job.peak_gpu_mem_mib,

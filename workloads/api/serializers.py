@@ -9,13 +9,14 @@ from __future__ import annotations
 
 from typing import Any
 
+from django.utils import timezone
 from drf_spectacular.utils import extend_schema_field, inline_serializer
 from rest_framework import serializers
 
 from accounts.models import Project
-from workloads import app_settings, selectors
+from workloads import accounting, app_settings, selectors
 from workloads.api.idle import IdleSerializer, idle_of
-from workloads.api.rightsizing import RightsizingSerializer, rightsizing_of
+from workloads.api.rightsizing import RightsizingSerializer, plan_of, rightsizing_of
 from workloads.choices import Priority
 from workloads.messages import QueueSummary
 from workloads.models import Job, JobEvent, JobTemplate
@@ -164,7 +165,8 @@ class JobSerializer(serializers.ModelSerializer[Job]):
         read_only_fields = fields
 
     def get_gpu_hours(self, job: Job) -> float:
-        return round(job.gpu_hours(), 4)
+        # Priced like the accounting export: slices at the count of the GPUs of the job's node.
+        return round(accounting.job_gpu_hours(job, timezone.now(), plan_of(self.context)), 4)
 
     @extend_schema_field(QueueSummarySerializer(allow_null=True))
     def get_queue(self, job: Job) -> QueueSummary | None:

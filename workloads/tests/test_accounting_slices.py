@@ -62,3 +62,12 @@ def test_the_cluster_wide_default_applies_where_the_gpu_is_unknown(world: World)
     ran(world, "not-mirrored")
     assert hours_of(world) == [2.0, 2.0, 2.0]
     assert slice_plan() == {}
+
+
+def test_the_job_api_prices_slices_like_the_export(world: World) -> None:
+    from tests.fixtures.personas import api_client
+
+    shared_node("n8", 8, 8)
+    job = ran(world, "n8")
+    body = api_client(world.owner).get(f"/api/v1/jobs/{job.uid}/").json()
+    assert body["gpu_hours"] == pytest.approx(1.0)  # 4 of 8 slices for 2 h, as in the export
