@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterator
+from datetime import timedelta
 from typing import Any
 
 import pytest
@@ -52,11 +53,21 @@ def site(world: World, monkeypatch: pytest.MonkeyPatch) -> Iterator[dict[str, An
     Job.objects.filter(pk=failed.pk).update(  # a finished job's page: exit code, stored log, events
         state=JobState.FAILED, started_at=now, finished_at=now, exit_code=3, log_tail="step 1\nboom\n"
     )
+    running = job_services.job_submit(
+        actor=world.member, project=world.alpha, data={"image": IMAGE, "gpus": 1}
+    )
+    Job.objects.filter(pk=running.pk).update(  # a running job's page: live log panel, idle banner, hint
+        state=JobState.RUNNING, started_at=now - timedelta(minutes=40), node="gpu-node-0",
+        peak_gpu_mem_mib=7000, peak_sm_pct=20, gpu_mem_total_mib=32607, idle_warned_at=now,
+    )  # fmt: skip
     node = make_node("gpu-node-0")
     make_gpus(node, 2)
     with daphne_server() as base, sync_playwright() as pw:
         browser = pw.chromium.launch(executable_path="/usr/bin/chromium", args=["--no-sandbox"])
-        yield {"base": base, "browser": browser, "job": job, "failed": failed, "node": node, "world": world}
+        yield {
+            "base": base, "browser": browser, "job": job, "failed": failed, "running": running,
+            "node": node, "world": world,
+        }  # fmt: skip
         browser.close()
 
 
@@ -101,6 +112,7 @@ def _visits(site: dict[str, Any]) -> list[tuple[User | None, list[tuple[str, int
         f"/jobs/{job.uid}/",
         f"/jobs/{job.uid}/rerun/edit/",
         f"/jobs/{site['failed'].uid}/",
+        f"/jobs/{site['running'].uid}/",
         "/jobs/projects/alpha/usage/",  # usage and the project's grants
         "/jobs/projects/alpha/templates/",
         f"/jobs/templates/{template.pk}/edit/",
