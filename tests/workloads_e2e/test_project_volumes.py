@@ -124,7 +124,7 @@ def test_a_job_mounts_the_claims_by_name_read_only_as_asked_or_forced(
     namespace_reconcile(project_id=project.pk, client=kube)
     mounts = [
         {"volume": "scratch", "mount_path": "/scratch"},
-        {"volume": "view", "mount_path": "/view", "read_only": False},  # the volume forces read-only
+        {"volume": "view", "mount_path": "/view"},  # not asked: the volume forces read-only
         {"volume": "data", "mount_path": "/data", "read_only": True},  # asked by the user
     ]
     job = submit(cluster_world, volumes=mounts, simulate={"run_seconds": 60})
