@@ -25,13 +25,11 @@ class CuttableProxy:
         threading.Thread(target=self._accept, name=f"proxy-{self.port}", daemon=True).start()
 
     def down(self) -> None:
-        """Reset every open connection and refuse new ones until `up()`."""
+        """Cut every open connection and refuse new ones until `up()`."""
         self._up.clear()
         with self._lock:
             for sock in self._open:
-                with contextlib.suppress(OSError):
-                    sock.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, b"\x01\x00\x00\x00\x00\x00\x00\x00")
-                    sock.close()
+                _cut(sock)
             self._open.clear()
 
     def up(self) -> None:
@@ -58,6 +56,10 @@ class CuttableProxy:
                 continue
             upstream.settimeout(None)
             with self._lock:
+                if not self._up.is_set():  # cut while this one was connecting
+                    _cut(client)
+                    _cut(upstream)
+                    continue
                 self._open.update((client, upstream))
             for src, dst in ((client, upstream), (upstream, client)):
                 threading.Thread(target=self._pump, args=(src, dst), daemon=True).start()
@@ -70,8 +72,17 @@ class CuttableProxy:
             pass
         finally:
             for sock in (src, dst):
-                with contextlib.suppress(OSError):
-                    sock.close()
+                _cut(sock)
             with self._lock:
                 self._open.discard(src)
                 self._open.discard(dst)
+
+
+def _cut(sock: socket.socket) -> None:
+    """Shut the connection down for both ends, then close it. close() alone would leave it open
+    while the other pump thread is blocked reading it (the kernel keeps the socket for that call),
+    and Postgres would keep the backend, and its locks, of a client long gone."""
+    with contextlib.suppress(OSError):
+        sock.shutdown(socket.SHUT_RDWR)
+    with contextlib.suppress(OSError):
+        sock.close()
