@@ -229,6 +229,7 @@ class QuotaGrant(models.Model):
 
     Users request it; operators approve or refuse it in the admin. An approved grant adds to the
     project's quota while `starts_at <= now < until`; a periodic task marks it expired afterwards.
+    With a `gpu_type` it also raises that type's `GpuTypeLimit` of the project, if there is one.
     """
 
     project = models.ForeignKey(Project, on_delete=models.CASCADE, related_name="quota_grants")
@@ -237,6 +238,12 @@ class QuotaGrant(models.Model):
     )
     gpus = models.PositiveIntegerField(default=0)
     slices = models.PositiveIntegerField(default=0)
+    gpu_type = models.CharField(
+        max_length=80,
+        blank=True,
+        help_text="Node label nvidia.com/gpu.product: the grant also raises the project's limit for "
+        "this GPU type (where it has one). Empty: any type.",
+    )
     starts_at = models.DateTimeField(default=timezone.now)
     until = models.DateTimeField()
     reason = models.CharField(max_length=300, blank=True)
@@ -258,7 +265,10 @@ class QuotaGrant(models.Model):
         ]
 
     def __str__(self) -> str:
-        return f"{self.project}: +{self.gpus} GPUs/+{self.slices} slices until {self.until:%Y-%m-%d %H:%M}"
+        kind = f" {self.gpu_type}" if self.gpu_type else ""
+        return (
+            f"{self.project}: +{self.gpus}{kind} GPUs/+{self.slices} slices until {self.until:%Y-%m-%d %H:%M}"
+        )
 
     def is_active(self, now: datetime) -> bool:
         return self.status == GrantStatus.APPROVED and self.starts_at <= now < self.until
