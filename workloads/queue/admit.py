@@ -20,8 +20,12 @@ from workloads.queue.ordering import sort_key
 
 @dataclass(frozen=True)
 class Block:
+    """Why a job does not start now. `grants`: the active grants a quota sentence names, as
+    (GPU type, GPUs) with "" for grants of any type."""
+
     code: Code
     numbers: Mapping[str, float] = field(default_factory=dict)
+    grants: tuple[tuple[str, int], ...] = ()
 
 
 Reclaim = Callable[[PendingJob, Ledger], Block | None]
@@ -51,12 +55,21 @@ def _cap_block(job: PendingJob, ledger: Ledger, lim: Limit) -> Block | None:
     return None
 
 
+def _grants(lim: Limit) -> tuple[tuple[str, int], ...]:
+    typed = sorted((t, n) for t, n in lim.grant_types.items() if n)
+    untyped = lim.grant_gpus - sum(n for _, n in typed)
+    return ((("", untyped),) if untyped else ()) + tuple(typed)
+
+
 def quota_block(job: PendingJob, ledger: Ledger, lim: Limit) -> Block | None:
     use = ledger.use(job.project)
     if job.gpus and use.gpus + job.gpus > lim.gpus:
-        return Block(
-            "quota", {"used": use.gpus, "limit": lim.gpus, "need": job.gpus, "grants": lim.grant_gpus}
-        )
+        numbers = {"used": use.gpus, "limit": lim.gpus, "need": job.gpus, "grants": lim.grant_gpus}
+        if job.gpu_type is not None and job.gpu_type in lim.gpu_types:
+            # The type's own use and limit: a grant that starts it must cover both (explain's hint).
+            numbers["type_used"] = ledger.types.get((job.project, job.gpu_type), 0)
+            numbers["type_limit"] = lim.gpu_types[job.gpu_type]
+        return Block("quota", numbers, _grants(lim))
     if job.slices and use.slices + job.slices > lim.slices:
         return Block("quota", {"used": use.slices, "limit": lim.slices, "need": job.slices, "slices": 1})
     return None
@@ -81,8 +94,10 @@ def borrow_block(job: PendingJob, ledger: Ledger, lim: Limit) -> Block | None:
     tot_g, tot_s = (pool.gpus, pool.slices) if pool else (0, 0)
     use_g, use_s = (used.gpus, used.slices) if used else (0, 0)
     idle = tot_g - use_g - ledger.pool_reserved.get(lim.cohort, 0)
-    if job.gpus > idle or job.slices > tot_s - use_s:
-        return Block("no_borrow", {"idle": max(0, idle), "need": job.gpus or job.slices})
+    idle_s = tot_s - use_s - ledger.pool_reserved_slices.get(lim.cohort, 0)
+    if job.gpus > idle or job.slices > idle_s:
+        numbers = {"idle": max(0, idle_s if job.slices else idle), "need": job.gpus or job.slices}
+        return Block("no_borrow", {**numbers, "slices": 1} if job.slices else numbers)
     return None
 
 
@@ -142,7 +157,9 @@ def _node_block(job: PendingJob, ledger: Ledger, lim: Limit) -> Block:
         return Block("unknown_type", {"need": job.gpus or job.slices})
     if job.gpus and job.gpu_type is not None and not _type_ok(job, ledger, lim, job.gpu_type):
         used = ledger.types.get((job.project, job.gpu_type), 0)
-        return Block("quota_type", {"used": used, "limit": lim.gpu_types[job.gpu_type], "need": job.gpus})
+        extra = lim.grant_types.get(job.gpu_type, 0)
+        numbers = {"used": used, "limit": lim.gpu_types[job.gpu_type], "need": job.gpus, "grants": extra}
+        return Block("quota_type", numbers, ((job.gpu_type, extra),) if extra else ())
     if job.cpu_millicores or job.memory_mib:
         fits_gpus = place_slices(job, ledger, False) if job.slices else place_gpus(job, ledger, lim, False)
         if fits_gpus is not None:

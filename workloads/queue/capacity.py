@@ -53,6 +53,7 @@ class Limit:
     grant_gpus: int
     cpu: int | None = None  # millicores; None: not limited
     memory: int | None = None  # MiB; None: not limited
+    grant_types: dict[str, int] = field(default_factory=dict)  # GPU type -> GPUs of typed grants
 
 
 @dataclass(frozen=True)
@@ -71,17 +72,23 @@ def limit_of(quota: ProjectQuota | None, now: datetime) -> Limit:
         return Limit(0, 0, 0, {}, {}, "", (), 0)
     grants = [g for g in quota.grants if _active(g, now)]
     extra_g = sum(g.gpus for g in grants)
+    typed: dict[str, int] = {}
+    for g in grants:
+        if g.gpu_type:
+            typed[g.gpu_type] = typed.get(g.gpu_type, 0) + g.gpus
     return Limit(
         gpus=quota.gpus + extra_g,
         slices=quota.slices + sum(g.slices for g in grants),
         jobs=quota.max_concurrent_jobs,
-        gpu_types=dict(quota.gpu_types),
+        # A typed grant raises its type's limit where there is one; an unlimited type stays so.
+        gpu_types={t: top + typed.get(t, 0) for t, top in quota.gpu_types.items()},
         caps=dict(quota.user_caps),
         cohort=quota.cohort or "",
         grant_ids=tuple(g.id for g in grants),
         grant_gpus=extra_g,
         cpu=quota.cpu_millicores,
         memory=quota.memory_mib,
+        grant_types=typed,
     )
 
 
@@ -94,7 +101,8 @@ class Ledger:
     users: dict[tuple[str, str], Use] = field(default_factory=dict)
     pool: dict[str, Use] = field(default_factory=dict)  # cohort -> quota summed
     pool_used: dict[str, Use] = field(default_factory=dict)
-    pool_reserved: dict[str, int] = field(default_factory=dict)
+    pool_reserved: dict[str, int] = field(default_factory=dict)  # cohort -> GPUs being reclaimed
+    pool_reserved_slices: dict[str, int] = field(default_factory=dict)  # cohort -> slices likewise
 
     def limit(self, project: str) -> Limit:
         if project not in self.limits:
@@ -154,6 +162,7 @@ class Ledger:
             pool=self.pool,
             pool_used=uses(self.pool_used),
             pool_reserved=dict(self.pool_reserved),
+            pool_reserved_slices=dict(self.pool_reserved_slices),
         )
 
 

@@ -64,13 +64,15 @@ def sentence(block: Block, job: PendingJob) -> str:
         "no_node": f"no node has {_size(n.get('need', 0), u == 'slices').replace(' ', ' free ', 1)}; "
         f"the largest free block is {n.get('largest')}",
         "unknown_type": f"no node has GPU type {job.gpu_type}",
-        "no_borrow": f"over project quota, and only {n.get('idle')} idle GPUs can be borrowed "
+        "no_borrow": f"over project quota, and only {n.get('idle')} idle {u} can be borrowed "
         f"(needs {n.get('need')})",
-        "reclaiming": f"waiting for {n.get('gpus')} borrowed {'GPU' if n.get('gpus') == 1 else 'GPUs'} "
+        "reclaiming": f"waiting for {_size(n.get('gpus', 0), u == 'slices').replace(' ', ' borrowed ', 1)} "
         f"to be returned (notice ends {_hhmm(block.numbers.get('deadline', 0.0))})",
     }.get(block.code, block.code)
-    if block.code == "quota" and n.get("grants"):
-        text += f", including a temporary grant of +{n['grants']}"
+    if block.code in ("quota", "quota_type") and block.grants:
+        parts = [f"+{n}" + (f" {t}" if t else "") for t, n in block.grants]
+        word = "a temporary grant of" if len(parts) == 1 else "temporary grants of"
+        text += f", including {word} {' and '.join(parts)}"
     return text
 
 
@@ -92,15 +94,29 @@ def _shrink_hint(state: ClusterState, now: datetime, job: PendingJob) -> str | N
     return None
 
 
+def _grant_starts(
+    state: ClusterState, now: datetime, job: PendingJob, gpus: int, gpu_type: str | None
+) -> bool:
+    base = state.quotas.get(job.project) or ProjectQuota(project=job.project, gpus=0)
+    grant = Grant(id=-1, gpus=gpus, slices=0, until=now + timedelta(days=1), gpu_type=gpu_type)
+    return _starts_now(state, now, job, replace(base, grants=(*base.grants, grant)))
+
+
 def _grant_hint(state: ClusterState, now: datetime, job: PendingJob, block: Block) -> str | None:
-    if block.code != "quota" or block.numbers.get("slices"):
+    """A grant of any type when the project total blocks; a grant of the job's type when its type
+    limit blocks (now, or once the total is raised): a typed grant raises both."""
+    if block.code not in ("quota", "quota_type") or block.numbers.get("slices"):
         return None
     n = block.numbers
     extra = int(n["used"] + n["need"] - n["limit"])
-    base = state.quotas.get(job.project) or ProjectQuota(project=job.project, gpus=0)
-    grant = Grant(id=-1, gpus=extra, slices=0, until=now + timedelta(days=1))
-    if _starts_now(state, now, job, replace(base, grants=(*base.grants, grant))):
-        return f"a temporary grant of +{extra} {'GPU' if extra == 1 else 'GPUs'} would start it now"
+    if block.code == "quota":
+        if _grant_starts(state, now, job, extra, None):
+            return f"a temporary grant of +{_size(extra, False)} would start it now"
+        if "type_limit" not in n:
+            return None
+        extra = max(extra, int(n["type_used"] + n["need"] - n["type_limit"]))
+    if job.gpu_type is not None and _grant_starts(state, now, job, extra, job.gpu_type):
+        return f"a temporary grant of +{extra} {job.gpu_type} would start it now"
     return None
 
 

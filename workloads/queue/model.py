@@ -88,13 +88,16 @@ class UserCap:
 
 @dataclass(frozen=True)
 class Grant:
-    """A temporary quota grant or reservation; counts only while starts_at <= now < until."""
+    """A temporary quota grant or reservation; counts only while starts_at <= now < until.
+    `gpu_type` set: it also raises the project's limit for that GPU type, where the project has one
+    (a type without a limit is unlimited and stays so). Either way it raises the project total."""
 
     id: int
     gpus: int
     slices: int
     until: datetime
     starts_at: datetime | None = None
+    gpu_type: str | None = None
 
 
 @dataclass(frozen=True)
@@ -135,7 +138,7 @@ class Settings:
 
 @dataclass(frozen=True)
 class PreemptionNotice:
-    """A borrowing job `job_id` must give its GPUs back to `for_job` at `deadline`."""
+    """A borrowing job `job_id` must give its GPUs (or MPS slices) back to `for_job` at `deadline`."""
 
     job_id: JobId
     for_job: JobId

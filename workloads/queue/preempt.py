@@ -1,11 +1,15 @@
-"""Reclaiming lent quota: a lender's job that fits its own quota but finds no node gets GPUs back
-from the youngest borrowing jobs of its cohort, with notice.
+"""Reclaiming lent quota: a lender's job that fits its own quota but finds no node gets GPUs (or MPS
+slices) back from the youngest borrowing jobs of its cohort, with notice.
 
-Victims are chosen per node: on each node that could host the job, borrowers are taken youngest
-first until the node's free GPUs plus theirs cover the request; the node needing the fewest victims
-(then the fewest GPUs) wins. A victim is first sent a `PreemptionNotice`; it is preempted only once
-the notice's deadline has passed and the lender still needs it. While a reclaim is in progress the
-node's free GPUs and the cohort's idle quota are reserved for the lender for the rest of the cycle.
+Victims are chosen per node: on each node that could host the job, borrowers of the same unit
+(whole-GPU borrowers for a whole-GPU job, slice borrowers for a slice job: the two never share a
+GPU) are taken youngest first until the node's free GPUs (or free slices over its shared GPUs) plus
+theirs cover the request; the node needing the fewest victims (then the least capacity) wins. A slice
+job may spread over the shared GPUs of one node (`admit.place_slices`), so the node's sum is what
+counts, whichever of its shared GPUs the victims hold. A victim is first sent a `PreemptionNotice`;
+it is preempted only once the notice's deadline has passed and the lender still needs it. While a
+reclaim is in progress the node's free GPUs (or slices) and the cohort's idle quota are reserved for
+the lender for the rest of the cycle.
 """
 
 from __future__ import annotations
@@ -13,15 +17,36 @@ from __future__ import annotations
 from datetime import datetime, timedelta
 
 from workloads.queue.admit import Block
-from workloads.queue.capacity import Ledger
+from workloads.queue.capacity import Ledger, NodeCap
 from workloads.queue.model import ClusterState, JobId, PendingJob, PreemptionNotice, RunningJob
+
+
+def _amount(job: PendingJob | RunningJob) -> int:
+    """What the job holds or asks, in its own unit (slices for an MPS job, else whole GPUs)."""
+    return job.slices or job.gpus
+
+
+def _free(node: NodeCap, job: PendingJob) -> int:
+    return sum(node.slices.values()) if job.slices else node.free
+
+
+def _reserve(node: NodeCap, job: PendingJob) -> None:
+    """Hold the node's free capacity for the lender: whole GPUs, or slices fullest card first."""
+    if not job.slices:
+        node.free -= min(node.free, job.gpus)
+        return
+    left = job.slices
+    for idx, free in sorted(node.slices.items(), key=lambda kv: (-kv[1], kv[0])):
+        take = min(left, free)
+        node.slices[idx] -= take
+        left -= take
 
 
 class Reclaimer:
     def __init__(self, state: ClusterState, now: datetime, ledger: Ledger) -> None:
         self.now = now
         self.notice = timedelta(seconds=state.settings.preemption_notice_s)
-        self.borrowers = [r for r in state.running if r.borrowing and r.gpus > 0]
+        self.borrowers = [r for r in state.running if r.borrowing and _amount(r) > 0]
         self.existing = {n.job_id: n for n in state.notices}
         self.cohort = {p: ledger.limit(p).cohort for p in {r.project for r in self.borrowers}}
         self.claimed: set[JobId] = set()
@@ -34,6 +59,8 @@ class Reclaimer:
         for r in self.borrowers:
             if r.id in self.claimed or r.project == job.project or self.cohort[r.project] != cohort:
                 continue
+            if bool(r.slices) != bool(job.slices):
+                continue
             old = self.existing.get(r.id)
             if old is not None and old.for_job != job.id:
                 continue
@@ -42,24 +69,23 @@ class Reclaimer:
 
     def victims(self, job: PendingJob, ledger: Ledger) -> tuple[str, list[RunningJob]] | None:
         best: tuple[int, int, str, list[RunningJob]] | None = None
+        need = _amount(job)
         for name, group in self._candidates(job, ledger).items():
             node = ledger.nodes.get(name)
             if node is None or not node.schedulable or job.gpu_type not in (None, node.gpu_type):
                 continue
-            have, chosen = node.free, []
+            have, chosen = _free(node, job), []
             for r in sorted(group, key=lambda r: (r.started_at, r.id), reverse=True):
-                if have >= job.gpus:
+                if have >= need:
                     break
                 chosen.append(r)
-                have += r.gpus
-            if have >= job.gpus and (best is None or (len(chosen), have, name) < best[:3]):
+                have += _amount(r)
+            if have >= need and (best is None or (len(chosen), have, name) < best[:3]):
                 best = (len(chosen), have, name, chosen)
         return (best[2], best[3]) if best else None
 
     def __call__(self, job: PendingJob, ledger: Ledger) -> Block | None:
-        if not job.gpus:
-            return None
-        found = self.victims(job, ledger)
+        found = self.victims(job, ledger) if _amount(job) else None
         if found is None:
             return None
         name, chosen = found
@@ -73,12 +99,18 @@ class Reclaimer:
             if old.deadline <= self.now:
                 self.preempt.append(r.id)
             deadline = max(deadline, old.deadline)
-        node = ledger.nodes[name]
-        node.free -= min(node.free, job.gpus)
+        _reserve(ledger.nodes[name], job)
         cohort = ledger.limit(job.project).cohort
-        ledger.pool_reserved[cohort] = ledger.pool_reserved.get(cohort, 0) + job.gpus
-        borrowed = sum(r.gpus for r in chosen)
-        return Block("reclaiming", {"gpus": borrowed, "deadline": deadline.timestamp(), "need": job.gpus})
+        reserved = ledger.pool_reserved_slices if job.slices else ledger.pool_reserved
+        reserved[cohort] = reserved.get(cohort, 0) + _amount(job)
+        numbers = {
+            "gpus": sum(_amount(r) for r in chosen),
+            "deadline": deadline.timestamp(),
+            "need": _amount(job),
+        }
+        if job.slices:
+            numbers["slices"] = 1  # "gpus" holds the count, in slices (as in admit's node blocks)
+        return Block("reclaiming", numbers)
 
     def withdrawn(self) -> list[JobId]:
         """Notices no longer needed: the lender started elsewhere, left, or the victim ended."""
