@@ -18,7 +18,7 @@ from django.core.exceptions import PermissionDenied, ValidationError
 from django.db import transaction
 from django.utils import timezone
 
-from gpu import app_settings, broadcast, health, peaks
+from gpu import app_settings, broadcast, counters, health, peaks
 from gpu.choices import SharingMode
 from gpu.messages import GpuFrame, ProcessFrame
 from gpu.models import Gpu, Node
@@ -209,7 +209,31 @@ def _latest(samples: list[Sample]) -> dict[str, Sample]:
 
 def ingest_batch(*, node: Node, raw: Any) -> IngestResult:
     """Validate, store, mark health, and push the newest frame per GPU after commit. `node` is the
-    authenticated agent's own node (its node token's, or its ServiceAccount token's node claim)."""
+    authenticated agent's own node (its node token's, or its ServiceAccount token's node claim).
+
+    Counted for /metrics in the shared totals (gpu/counters.py): a refused batch at once, with its
+    samples; a stored one once it commits (a rolled-back batch stored nothing)."""
+    try:
+        result = _ingest(node, raw)
+    except (ValidationError, PermissionDenied):
+        samples = raw.get("samples") if isinstance(raw, dict) else None
+        refused = len(samples) if isinstance(samples, list) else 0
+        counters.add({_counted("samples", "refused"): refused, _counted("batches", "refused"): 1})
+        raise
+    counts = {
+        _counted("samples", "accepted"): result.accepted,
+        _counted("samples", "duplicate"): result.duplicates,
+        _counted("batches", "accepted"): 1,
+    }
+    transaction.on_commit(lambda: counters.add(counts))
+    return result
+
+
+def _counted(what: str, result: str) -> str:
+    return counters.field(f"gpuportal_ingest_{what}", (result,))
+
+
+def _ingest(node: Node, raw: Any) -> IngestResult:
     now = timezone.now()
     node_name, samples = parse_batch(raw, now=now)
     if node_name != node.name:

@@ -17,6 +17,7 @@ from django.db import close_old_connections
 
 from workloads import app_settings
 from workloads.admission.cycle import admission_pass
+from workloads.controller.counts import WatchCounts
 from workloads.controller.watches import WATCH_SPECS
 from workloads.k8s.client import KubeClient, get_client
 from workloads.k8s.lease import LeaderElector
@@ -40,6 +41,7 @@ class Controller:
             identity=self.identity,
         )
         self.watchers = [Watcher(client=self.client, spec=factory()) for factory in WATCH_SPECS]
+        self.watch_counts = WatchCounts(self.watchers)
 
     def run(self, stop: threading.Event) -> None:
         """Wait for leadership, then watch and loop until stop (or the lease is lost)."""
@@ -61,11 +63,14 @@ class Controller:
             inner.set()
             for thread in threads:
                 thread.join(timeout=5)
+            self.watch_counts.flush()
             self.elector.release()
 
     def tick(self) -> None:
-        """One admission pass and one outbox round; a database outage is logged and retried."""
+        """The watch figures, one admission pass and one outbox round; a database outage is logged
+        and retried."""
         try:
+            self.watch_counts.flush()
             close_old_connections()
             admission_pass()
             outbox_dispatch()

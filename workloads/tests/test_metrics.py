@@ -3,22 +3,22 @@ scrape time: a second process (another web replica) scrapes the same numbers."""
 
 from __future__ import annotations
 
-import os
-import subprocess
-import sys
 from datetime import timedelta
 
 import pytest
-from django.db import connection
 from django.test import Client, override_settings
 from django.utils import timezone
 from prometheus_client.parser import text_string_to_metric_families
 
+from accounts.models import GpuTypeLimit
+from gpu.models import Node
+from gpu.tests.factories import make_node
 from tests.fixtures.personas import World
 from workloads.choices import JobState
 from workloads.models import Job, ReconcileOutbox
 from workloads.services import jobs as services
 from workloads.services.transitions import job_transition
+from workloads.tests import second_process
 from workloads.tests.conftest import IMAGE
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -31,8 +31,14 @@ def _samples(text: str) -> SAMPLE:
         (s.name, tuple(sorted(s.labels.items()))): s.value
         for family in text_string_to_metric_families(text)
         for s in family.samples
-        if s.name.startswith(("gpuportal_job", "gpuportal_queue", "gpuportal_quota", "gpuportal_outbox"))
+        if s.name.startswith(
+            ("gpuportal_job", "gpuportal_queue", "gpuportal_quota", "gpuportal_outbox", "gpuportal_reconcile")
+        )
     }
+
+
+def _at(**labels: str) -> tuple[tuple[str, str], ...]:
+    return tuple(sorted(labels.items()))
 
 
 def _scenario(world: World) -> None:
@@ -49,22 +55,12 @@ def _scenario(world: World) -> None:
     ReconcileOutbox.objects.filter(job_id=queued[1].pk).update(
         requested_at=timezone.now() - timedelta(seconds=90)
     )
-
-
-def _in_another_process() -> str:
-    """What a second web replica would answer: a fresh interpreter on the same database."""
-    code = (
-        "import django; django.setup();"
-        "from prometheus_client import REGISTRY, generate_latest;"
-        "print(generate_latest(REGISTRY).decode())"
-    )
-    env = {**os.environ, "DJANGO_SETTINGS_MODULE": "portal.settings_test"}
-    env["GPUPORTAL_TEST_DB"] = connection.settings_dict["NAME"]
-    # settings_test points tests at TEST.NAME; a plain process reads NAME, so hand it the test DB.
-    env["DATABASE_URL"] = env["DATABASE_URL"].rsplit("/", 1)[0] + "/" + connection.settings_dict["NAME"]
-    out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=120)
-    assert out.returncode == 0, out.stderr
-    return out.stdout
+    ReconcileOutbox.objects.filter(job_id=queued[2].pk).update(published_at=None)  # never reached the broker
+    # The running job's node has H100s; alpha may hold 4 of them and 2 RTX 5090s.
+    Node.objects.filter(pk=make_node("gpu-node-h100").pk).update(gpu_model="NVIDIA-H100")
+    Job.objects.filter(state=JobState.RUNNING).update(node="gpu-node-h100")
+    for gpu_type, n in (("NVIDIA-H100", 4), ("NVIDIA-GeForce-RTX-5090", 2)):
+        GpuTypeLimit.objects.create(quota=world.alpha.quota, gpu_type=gpu_type, gpus=n)
 
 
 @override_settings(GPU_METRICS_TOKEN=TOKEN)
@@ -83,7 +79,18 @@ def test_the_figures_match_the_scenario_in_two_processes(jobs_world: World) -> N
     assert here[("gpuportal_job_transitions_total", (("project", "alpha"), ("to_state", "preempted")))] == 1
     assert here[("gpuportal_outbox_depth", ())] == 5
     assert here[("gpuportal_outbox_oldest_seconds", ())] >= 90
-    there = _samples(_in_another_process())
+    h100, rtx = (
+        _at(project="alpha", gpu_type="NVIDIA-H100"),
+        _at(project="alpha", gpu_type="NVIDIA-GeForce-RTX-5090"),
+    )
+    assert here[("gpuportal_quota_gpus_held_by_type", h100)] == 2
+    assert here[("gpuportal_quota_gpu_type_limit", h100)] == 4
+    assert here[("gpuportal_quota_gpus_held_by_type", rtx)] == 0
+    assert here[("gpuportal_quota_gpu_type_limit", rtx)] == 2
+    assert here[("gpuportal_reconcile_pending", _at(project="alpha", stage="sent"))] == 4
+    assert here[("gpuportal_reconcile_pending", _at(project="alpha", stage="unsent"))] == 1
+    assert 90 <= here[("gpuportal_reconcile_lag_seconds", alpha)] < 200
+    there = _samples(second_process.scrape(TOKEN))
     assert {k: v for k, v in there.items() if "seconds" not in k[0]} == {
         k: v for k, v in here.items() if "seconds" not in k[0]
     }
