@@ -20,9 +20,25 @@ from accounts.models import Project
 from workloads import app_settings
 from workloads.choices import TERMINAL_STATES, EventKind, JobState, Priority
 
-# Re-exported: the app's models live in two files (models_project.py: a project's job configuration).
-from workloads.models_project import ImageRule, JobTemplate, ProjectVolume, VolumeAccessMode  # noqa: F401
+# The app's models live in two files (models_project.py: a project's job configuration); both are
+# imported from here.
+from workloads.models_project import ImageRule, JobTemplate, ProjectVolume, VolumeAccessMode
 from workloads.queue.fairshare import gpu_equivalent
+
+__all__ = [
+    "GrantStatus",
+    "ImageRule",
+    "Job",
+    "JobEvent",
+    "JobTemplate",
+    "OrphanReport",
+    "ProjectVolume",
+    "QueueSettings",
+    "QueuedJob",
+    "QuotaGrant",
+    "ReconcileOutbox",
+    "VolumeAccessMode",
+]
 
 
 class Job(models.Model):
