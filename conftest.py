@@ -21,3 +21,21 @@ def pytest_runtest_makereport(item: Any, call: Any) -> Any:
     if report.skipped and not hasattr(report, "wasxfail"):
         report.outcome = "failed"
         report.longrepr = f"skipped, which is not allowed (a real part is missing): {report.longrepr}"
+
+
+@pytest.fixture(scope="session", autouse=True)
+def _no_stale_reconcile_marks(django_db_setup: None) -> None:
+    """A new test database reuses job ids: drop the pending-reconcile marks (workloads/services/
+    publisher.py) an earlier run on this database name left in Redis, or its jobs would wait for them
+    to expire before their first reconcile."""
+    import redis
+    from django.conf import settings
+    from django.core.cache import cache
+    from django.db import connection
+
+    from workloads.services.publisher import PENDING_PREFIX
+
+    client = redis.Redis.from_url(settings.REDIS_URL)
+    pattern = cache.make_key(f"{PENDING_PREFIX}:{connection.settings_dict['NAME']}:*")
+    for key in client.scan_iter(match=pattern, count=1000):
+        client.delete(key)

@@ -18,7 +18,7 @@ from workloads.choices import TaskName
 from workloads.k8s.client import get_client
 from workloads.k8s.errors import K8sTransientError
 from workloads.selectors import job_id_of
-from workloads.services import cluster_sync, grants, idle, nodes, notifications
+from workloads.services import cluster_sync, grants, idle, nodes, notifications, publisher
 from workloads.services.publisher import outbox_dispatch
 
 log = logging.getLogger(__name__)
@@ -42,6 +42,7 @@ RECONCILE_TASK: dict[str, Any] = {
     **RECONCILE_TASK,
 )
 def reconcile_job(job_id: int) -> None:
+    publisher.reconcile_started(job_id)
     cluster_sync.job_reconcile(job_id=job_id, client=get_client())
 
 

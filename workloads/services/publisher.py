@@ -13,7 +13,8 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from celery import current_app
-from django.db import transaction
+from django.core.cache import cache
+from django.db import connection, transaction
 from django.db.models import F, Q
 from django.utils import timezone
 
@@ -58,17 +59,50 @@ def job_notify(job_id: int, kind: str) -> None:
 def enqueue_reconcile(job_id: int) -> bool:
     """Publish one job reconcile now and mark its outbox row published; False when the broker is down.
 
-    Not sent again while the job's request was published less than the outbox retry ago: that
-    message is still on its way (the sweep would otherwise add one per job per interval). Each
-    message expires after a few sweep intervals, so a backed-up queue drains stale copies unrun;
-    the sweep and the outbox send a fresh one."""
+    At most one message per job waits in the queue: while one is pending (sent, not yet started) the
+    sweep, the outbox and new writes add none, since that run reads the rows when it starts. Not sent
+    again either while the job's request was published less than the outbox retry ago. Each message
+    expires after a few sweep intervals (and its pending mark with it), so a backed-up queue drains
+    stale copies unrun; the sweep and the outbox send a fresh one."""
     fresh = timezone.now() - timedelta(seconds=app_settings.outbox_retry_s())
     if ReconcileOutbox.objects.filter(job_id=job_id, published_at__gte=fresh).exists():
         return True
-    if not send(TaskName.RECONCILE_JOB, job_id, expires=app_settings.reconcile_expires_s()):
+    expires = app_settings.reconcile_expires_s()
+    if not _mark_pending(job_id, expires):
+        return True  # that queued message answers this request too
+    if not send(TaskName.RECONCILE_JOB, job_id, expires=expires):
+        _clear_pending(job_id)
         return False
     ReconcileOutbox.objects.filter(job_id=job_id).update(published_at=timezone.now())
     return True
+
+
+def reconcile_started(job_id: int) -> None:
+    """A worker took the job's reconcile: a change from now on needs a message of its own."""
+    _clear_pending(job_id)
+
+
+PENDING_PREFIX = "workloads:reconcile-pending"
+
+
+def _pending_key(job_id: int) -> str:
+    # Keyed by database too: two portals (or two test runs) may share one Redis and reuse job ids.
+    return f"{PENDING_PREFIX}:{connection.settings_dict['NAME']}:{job_id}"
+
+
+def _mark_pending(job_id: int, expires: float) -> bool:
+    """True when no reconcile of the job is pending (now one is); the cache is shared by all processes."""
+    try:
+        return bool(cache.add(_pending_key(job_id), 1, timeout=expires))
+    except Exception:  # the cache is the broker's Redis: sending will say whether it is down
+        return True
+
+
+def _clear_pending(job_id: int) -> None:
+    try:
+        cache.delete(_pending_key(job_id))
+    except Exception:
+        log.warning("could not clear the pending reconcile of job %s (Redis down?)", job_id)
 
 
 def outbox_write(job_id: int) -> None:

@@ -17,10 +17,12 @@ from django.utils import timezone
 from tests.fixtures.personas import World
 from tests.workloads_e2e.harness import use_broker
 from tests.workloads_e2e.procs import PrivateRedis
+from workloads import tasks
 from workloads.choices import TaskName
 from workloads.models import ReconcileOutbox
+from workloads.services import cluster_sync, publisher
 from workloads.services import jobs as services
-from workloads.services.publisher import enqueue_reconcile
+from workloads.services.publisher import enqueue_reconcile, reconcile_started
 from workloads.tests.conftest import IMAGE, capture_sends
 
 pytestmark = pytest.mark.django_db
@@ -39,18 +41,47 @@ def test_a_fresh_request_is_sent_once_a_stale_one_again(
     assert sent == [job.pk]
     ReconcileOutbox.objects.filter(job_id=job.pk).update(published_at=timezone.now() - timedelta(seconds=60))
     assert enqueue_reconcile(job.pk) is True
-    assert sent == [job.pk, job.pk]  # past the retry: that message may be lost, send another
+    assert sent == [job.pk]  # past the retry, but that message is still queued (its mark says so)
+    reconcile_started(job.pk)  # a worker took it and died before the cluster matched
+    assert enqueue_reconcile(job.pk) is True
+    assert sent == [job.pk, job.pk]  # the request is stale and nothing is queued: send another
 
 
-def test_a_job_without_a_request_is_sent_each_sweep(
+def test_a_pending_reconcile_is_not_sent_again_until_a_worker_takes_it(
     jobs_world: World, monkeypatch: pytest.MonkeyPatch
 ) -> None:
+    job = services.job_submit(actor=jobs_world.member, project=jobs_world.alpha, data={"image": IMAGE})
+    ReconcileOutbox.objects.filter(job_id=job.pk).delete()  # a running job: level-triggered checks only
+    sent = capture_sends(monkeypatch, TaskName.RECONCILE_JOB)
+    for _ in range(3):  # three sweeps while the queue is backed up
+        assert enqueue_reconcile(job.pk) is True
+    assert sent == [job.pk]
+    reconcile_started(job.pk)  # a worker took it: the next sweep sends again
+    enqueue_reconcile(job.pk)
+    assert sent == [job.pk, job.pk]
+
+
+def test_a_failed_send_leaves_nothing_pending(jobs_world: World, monkeypatch: pytest.MonkeyPatch) -> None:
+    job = services.job_submit(actor=jobs_world.member, project=jobs_world.alpha, data={"image": IMAGE})
+    ReconcileOutbox.objects.filter(job_id=job.pk).delete()
+    reconcile_started(job.pk)
+    monkeypatch.setattr(publisher, "send", lambda *a, **k: False)  # the broker is down
+    assert enqueue_reconcile(job.pk) is False
+    sent = capture_sends(monkeypatch, TaskName.RECONCILE_JOB)
+    assert enqueue_reconcile(job.pk) is True
+    assert sent == [job.pk]
+
+
+def test_the_worker_clears_the_mark_as_it_starts(jobs_world: World, monkeypatch: pytest.MonkeyPatch) -> None:
     job = services.job_submit(actor=jobs_world.member, project=jobs_world.alpha, data={"image": IMAGE})
     ReconcileOutbox.objects.filter(job_id=job.pk).delete()
     sent = capture_sends(monkeypatch, TaskName.RECONCILE_JOB)
     enqueue_reconcile(job.pk)
+    monkeypatch.setattr(tasks, "get_client", lambda: None)  # no cluster here
+    monkeypatch.setattr(cluster_sync, "job_reconcile", lambda **kw: None)
+    tasks.reconcile_job.apply(args=[job.pk]).get()
     enqueue_reconcile(job.pk)
-    assert sent == [job.pk, job.pk]  # level-triggered checks of running jobs are not deduplicated
+    assert sent == [job.pk, job.pk]
 
 
 def test_the_message_on_a_real_broker_carries_its_expiry(jobs_world: World, tmp_path: Path) -> None:
@@ -62,6 +93,7 @@ def test_the_message_on_a_real_broker_carries_its_expiry(jobs_world: World, tmp_
         with use_broker(broker.url), override_settings(GPUPORTAL_RECONCILE_EXPIRES_SECONDS=90):
             before = timezone.now()
             assert enqueue_reconcile(job.pk) is True
+            assert enqueue_reconcile(job.pk) is True  # the sweep again: that message is still queued
         raw = redis.Redis.from_url(broker.url).lrange("reconcile", 0, -1)
     finally:
         broker.stop()
