@@ -1,9 +1,10 @@
 """One worker process of the shared-metrics scenario (test_metrics_shared.py), run as
 `python -m workloads.tests.metrics_worker '<plan as JSON>'` on the test database.
 
-It posts its batches to the real ingest endpoint, observes push lags, and runs the real watch loop
+It posts its batches to the real ingest endpoint, runs the real watch loop
 over a scripted API server (`gone` expired watches, then `errors` failed rounds, then a clean end),
-flushing the watch figures as the controller's tick does while the watch runs, and once at the end.
+flushing the watch figures as the controller's tick does while the watch runs and once at the end,
+then observes push lags just before it exits (as the consumers do: deferred).
 Each HTTP status goes to stdout, one a line.
 """
 
@@ -81,9 +82,9 @@ def main(plan: dict[str, Any]) -> None:
             HTTP_AUTHORIZATION=f"Bearer {plan['token']}",
         )
         print(response.status_code)
-    for lag in plan["push_lags"]:
-        metrics.pushed(lag_s=lag)
     watch(plan)
+    for lag in plan["push_lags"]:  # deferred, and last: only the exit flush can send them
+        metrics.pushed(lag_s=lag)
 
 
 if __name__ == "__main__":
