@@ -37,6 +37,13 @@ def mps_slices_per_gpu() -> int:
     return int(str(_get("GPUPORTAL_MPS_SLICES_PER_GPU", 4)))
 
 
+def namespace_max_jobs() -> int:
+    """`count/jobs.batch` of every tenant ResourceQuota: each queued job is a suspended Kubernetes Job
+    and a finished one stays until its TTL, so this bounds what one namespace can put in etcd. Keep it
+    above the queued-jobs cap plus the running jobs plus the jobs a project finishes within the TTL."""
+    return int(str(_get("GPUPORTAL_NAMESPACE_MAX_JOBS", 10000)))
+
+
 def outbox_retry_s() -> float:
     """A pending outbox row is published again after this long without progress."""
     return float(str(_get("GPUPORTAL_OUTBOX_RETRY_SECONDS", 20)))

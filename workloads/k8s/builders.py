@@ -173,6 +173,7 @@ def build_resource_quota(
         "requests.memory": f"{quota.memory_mib}Mi",
         "limits.memory": f"{quota.memory_mib}Mi",
         "pods": str(quota.max_concurrent_jobs),
+        "count/jobs.batch": str(app_settings.namespace_max_jobs()),
     }
     return {
         "apiVersion": "v1",

@@ -133,6 +133,7 @@ def test_resource_quota_mirrors_the_project_quota() -> None:
             "requests.memory": "65536Mi",
             "limits.memory": "65536Mi",
             "pods": "5",
+            "count/jobs.batch": "10000",
         }
     }
 
