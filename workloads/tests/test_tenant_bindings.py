@@ -10,7 +10,7 @@ from django.core.exceptions import ImproperlyConfigured
 from django.test import override_settings
 
 from accounts.models import Project
-from portal import settings as portal_settings
+from portal import settings_tunables as portal_settings
 from tests.fixtures.personas import World
 from workloads.choices import TaskName
 from workloads.k8s import builders, paths
