@@ -17,9 +17,9 @@ from dataclasses import dataclass
 from typing import Any, NamedTuple
 
 from plugin.names import GPU_PRODUCT_LABEL, GPU_RESOURCE, SHARED_RESOURCE
-from workloads.admission.quantity import mebibytes, millicores
 from workloads.k8s import labels, paths
 from workloads.k8s.client import KubeClient
+from workloads.k8s.quantity import mebibytes, millicores
 from workloads.queue import NodeState, SharedGpu
 
 Obj = dict[str, Any]

@@ -13,9 +13,9 @@ from accounts.models import Quota, User
 from tests.fixtures.personas import World
 from workloads.admission.cycle import admission_pass
 from workloads.admission.live import LiveCluster, Reserved, node_states
-from workloads.admission.quantity import mebibytes, millicores
 from workloads.admission.state import cluster_state
 from workloads.choices import JobState
+from workloads.k8s.quantity import mebibytes, millicores
 from workloads.models import Job
 from workloads.services import jobs as services
 from workloads.tests.conftest import IMAGE

@@ -8,11 +8,14 @@ reconcilers read no rows: the caller hands them a `Tenant` with the quota alread
 from __future__ import annotations
 
 from dataclasses import dataclass
+from decimal import Decimal
+from typing import Any
 
 from accounts.models import Project, Quota
 from workloads import app_settings
 from workloads.k8s import builders, paths
 from workloads.k8s.client import KubeClient
+from workloads.k8s.quantity import value
 from workloads.k8s.reconcilers.base import NeedsRecreate, NeedsUpdate, Obj, Reconciler
 
 
@@ -70,8 +73,13 @@ class ResourceQuotaReconciler(_Applied):
         )
 
     def reconcile(self, current: Obj, desired: Obj) -> None:
-        if (current.get("spec") or {}).get("hard") != desired["spec"]["hard"]:
+        # Compared as numbers: the stored "10k" and "16" are the "10000" and "16000m" asked for.
+        if _amounts((current.get("spec") or {}).get("hard") or {}) != _amounts(desired["spec"]["hard"]):
             raise NeedsUpdate
+
+
+def _amounts(hard: dict[str, Any]) -> dict[str, Decimal]:
+    return {name: value(amount) for name, amount in hard.items()}
 
 
 class LimitRangeReconciler(_Applied):

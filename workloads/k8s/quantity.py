@@ -24,7 +24,8 @@ _SUFFIXES = {
 _QUANTITY = re.compile(r"^([+-]?[0-9.]+(?:[eE][+-]?[0-9]+)?)(Ki|Mi|Gi|Ti|Pi|Ei|[mkMGTPE]?)$")
 
 
-def _value(text: object) -> Decimal:
+def value(text: object) -> Decimal:
+    """The quantity as a number: the API server stores its canonical form ("10000" comes back "10k")."""
     match = _QUANTITY.match(str(text or "").strip())
     if match is None:
         return Decimal(0)
@@ -36,11 +37,11 @@ def _value(text: object) -> Decimal:
 
 def millicores(text: object) -> int:
     """CPU in millicores, rounded up (the API server rounds requests up too)."""
-    return int((_value(text) * 1000).to_integral_value(rounding="ROUND_CEILING"))
+    return int((value(text) * 1000).to_integral_value(rounding="ROUND_CEILING"))
 
 
 def mebibytes(text: object, *, up: bool = False) -> int:
     """Memory in MiB, rounded down (a node's allocatable) or `up` (a pod's request), so a node's
     free memory is never overstated."""
     rounding = "ROUND_CEILING" if up else "ROUND_FLOOR"
-    return int((_value(text) / 1024**2).to_integral_value(rounding=rounding))
+    return int((value(text) / 1024**2).to_integral_value(rounding=rounding))
