@@ -1,19 +1,19 @@
-"""REST API for accounts: me, my projects, their memberships, my tokens."""
+"""REST API for accounts: me, my notification choices, my projects, their memberships, my tokens."""
 
 from __future__ import annotations
 
 from typing import Any
 
-from django.shortcuts import get_object_or_404
 from drf_spectacular.utils import extend_schema
 from rest_framework import mixins, serializers, status, viewsets
+from rest_framework.exceptions import ValidationError
 from rest_framework.generics import GenericAPIView
 from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.throttling import ScopedRateThrottle
 
 from accounts import selectors, services
-from accounts.choices import Role, TokenScope
+from accounts.choices import NotifyEvent, Role, TokenScope
 from accounts.models import ApiToken, Membership, Project, Quota, User
 
 
@@ -113,6 +113,65 @@ class MeView(GenericAPIView[User]):
         return Response(MeSerializer(request_user(request)).data)
 
 
+def _shape_errors(body: Any, fields: dict[str, type], what: str) -> dict[str, Any]:
+    """What is wrong with `body` as an object holding exactly `fields`, each of its JSON type."""
+    if not isinstance(body, dict):
+        return {"non_field_errors": [f"Send a JSON object: {what}."]}
+    errors: dict[str, Any] = {str(k)[:60]: [f"Unknown field; {what}."] for k in body if k not in fields}
+    for key, kind in fields.items():
+        if key not in body:
+            errors[key] = ["Required."]
+        elif not isinstance(body[key], kind):
+            errors[key] = ["Must be true or false." if kind is bool else "Must be an object."]
+    return errors
+
+
+class NotificationEventsSerializer(serializers.Serializer[Any]):
+    """One boolean per kind of job event: does it email me."""
+
+    rejects_unknown_fields = True  # the schema says so (portal.api.schema)
+
+    def get_fields(self) -> dict[str, serializers.Field[Any, Any, Any, Any]]:
+        return {value: serializers.BooleanField(help_text=label) for value, label in NotifyEvent.choices}
+
+
+class NotificationsSerializer(serializers.Serializer[Any]):
+    rejects_unknown_fields = True
+    email = serializers.BooleanField(help_text="Off: none of my job events email me.")
+    events = NotificationEventsSerializer(help_text="Which job events email me (with `email` on).")
+
+
+EVENTS = ", ".join(NotifyEvent.values)
+
+
+def notifications_of(user: User) -> dict[str, Any]:
+    events = {event: event not in user.email_muted for event in NotifyEvent.values}
+    return {"email": user.notify_by_email, "events": events}
+
+
+class NotificationsView(GenericAPIView[User]):
+    """Which of my job events email me; PUT replaces the choice, naming `email` and every event."""
+
+    serializer_class = NotificationsSerializer
+    write_scope = TokenScope.ADMIN  # like the other account settings a token may change
+
+    def get(self, request: Request) -> Response:
+        return Response(notifications_of(request_user(request)))
+
+    @extend_schema(request=NotificationsSerializer, responses={200: NotificationsSerializer})
+    def put(self, request: Request) -> Response:
+        body = request.data
+        errors = _shape_errors(body, {"email": bool, "events": dict}, "a choice has email and events")
+        events = body.get("events") if not errors else None
+        inner = _shape_errors(events, dict.fromkeys(NotifyEvent.values, bool), "events are " + EVENTS)
+        if errors or inner or not isinstance(events, dict):
+            raise ValidationError(errors if errors else {"events": inner})
+        user = services.user_set_notifications(
+            user=request_user(request), email=body["email"], events=events, request=request._request
+        )
+        return Response(notifications_of(user))
+
+
 class ProjectViewSet(viewsets.ReadOnlyModelViewSet[Project]):
     serializer_class = ProjectSerializer
     lookup_field = "slug"
@@ -146,6 +205,8 @@ class MembershipViewSet(
         data = MembershipCreateSerializer(data=request.data)
         data.is_valid(raise_exception=True)
         project = self.project()
+        # Before the lookup: else any member could learn which emails have accounts (T09).
+        services.require_manager(actor=request_user(request), project=project)
         user = User.objects.filter(email__iexact=data.validated_data["email"], is_active=True).first()
         if user is None:
             raise serializers.ValidationError({"email": ["No active user has this email address."]})
@@ -209,6 +270,6 @@ class TokenViewSet(
         return Response(body, status=status.HTTP_201_CREATED)
 
     def destroy(self, request: Request, pk: str) -> Response:
-        token = get_object_or_404(self.get_queryset(), pk=pk)
+        token = self.get_object()  # DRF's lookup: a pk that is not a number is a 404, not a 500 (T09)
         services.token_revoke(actor=request_user(request), token=token, request=request._request)
         return Response(status=status.HTTP_204_NO_CONTENT)

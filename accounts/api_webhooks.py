@@ -1,11 +1,13 @@
-"""REST API for a project's webhook: GET, PUT {url} (managers), DELETE. The secret is shown once."""
+"""REST API for a project's webhook: GET, PUT {url} (managers), DELETE, POST ping/. Secret shown once."""
 
 from __future__ import annotations
 
 from typing import Any
 
+from django.core.exceptions import ValidationError
 from drf_spectacular.utils import OpenApiResponse, extend_schema
 from rest_framework import serializers, status
+from rest_framework.exceptions import NotFound
 from rest_framework.generics import GenericAPIView
 from rest_framework.request import Request
 from rest_framework.response import Response
@@ -13,7 +15,7 @@ from rest_framework.response import Response
 from accounts import selectors, webhooks
 from accounts.api import request_user
 from accounts.choices import TokenScope
-from accounts.models import ProjectWebhook
+from accounts.models import ProjectWebhook, WebhookDelivery
 
 
 class WebhookSerializer(serializers.ModelSerializer[ProjectWebhook]):
@@ -83,3 +85,28 @@ class ProjectWebhookView(GenericAPIView[ProjectWebhook]):
         ):
             return Response({"detail": "This project has no webhook."}, status=status.HTTP_404_NOT_FOUND)
         return Response(status=status.HTTP_204_NO_CONTENT)
+
+
+class DeliverySerializer(serializers.ModelSerializer[WebhookDelivery]):
+    class Meta:
+        model = WebhookDelivery
+        fields = ["id", "event", "created_at", "attempts", "last_status", "last_error", "delivered_at"]
+        read_only_fields = fields
+
+
+class ProjectWebhookPingView(GenericAPIView[WebhookDelivery]):
+    """Send the project's webhook a test event (`ping`), delivered and retried like the others."""
+
+    serializer_class = DeliverySerializer
+    write_scope = TokenScope.ADMIN
+
+    @extend_schema(request=None, responses={202: DeliverySerializer})
+    def post(self, request: Request, project_slug: str) -> Response:
+        project = selectors.project_get(user=request_user(request), slug=project_slug)
+        try:
+            delivery = webhooks.webhook_ping(
+                actor=request_user(request), project=project, request=request._request
+            )
+        except ValidationError as exc:
+            raise NotFound(" ".join(exc.messages)) from None
+        return Response(DeliverySerializer(delivery).data, status=status.HTTP_202_ACCEPTED)

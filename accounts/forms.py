@@ -6,7 +6,8 @@ from typing import Any
 from django import forms
 from django.utils import timezone
 
-from accounts.choices import Role, TokenScope
+from accounts.choices import NotifyEvent, Role, TokenScope
+from accounts.models import User
 
 
 class TokenForm(forms.Form):
@@ -28,5 +29,32 @@ class MemberAddForm(forms.Form):
         return str(self.cleaned_data.get("role") or Role.MEMBER)
 
 
-class SettingsForm(forms.Form):
-    notify_by_email = forms.BooleanField(required=False, label="Email me when my jobs start, finish or fail")
+class NotificationsForm(forms.Form):
+    """The master switch, then one box per kind of job event (NotifyEvent); a box left out is off."""
+
+    email = forms.BooleanField(required=False, label="Email me about my jobs")
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        for value, label in NotifyEvent.choices:
+            self.fields[value] = forms.BooleanField(required=False, label=label)
+
+    @classmethod
+    def of(cls, user: User, data: Any = None) -> NotificationsForm:
+        initial = {event: event not in user.email_muted for event in NotifyEvent.values}
+        return cls(data, initial={"email": user.notify_by_email, **initial})
+
+    def events(self) -> list[forms.BoundField]:
+        return [self[value] for value in NotifyEvent.values]
+
+    def choices(self) -> dict[str, bool]:
+        return {event: bool(self.cleaned_data[event]) for event in NotifyEvent.values}
+
+
+class WebhookForm(forms.Form):
+    url = forms.URLField(
+        max_length=500,
+        assume_scheme="https",
+        label="Webhook URL",
+        help_text="An https URL the portal can reach on the internet; job events are POSTed to it, signed.",
+    )

@@ -25,10 +25,16 @@ class User(AbstractUser):
     """A person. Staff are operators; everything else comes from project memberships."""
 
     email = models.EmailField("email address", unique=True)
-    notify_by_email = models.BooleanField(default=True, help_text="Email me when my jobs start and end.")
+    notify_by_email = models.BooleanField(default=True, help_text="Email me about my jobs at all.")
+    # NotifyEvent values that do NOT email this user; empty (all on) by default, so a kind added
+    # later emails everyone until they turn it off.
+    email_muted = models.JSONField(default=list, blank=True, help_text="Job events not emailed.")
 
     def __str__(self) -> str:
         return self.email or self.username
+
+    def emails_about(self, event: str) -> bool:
+        return self.notify_by_email and event not in self.email_muted
 
 
 class Project(models.Model):

@@ -9,7 +9,7 @@ from django.db.models import Count, OuterRef, Q, QuerySet, Subquery
 from django.http import Http404
 
 from accounts.choices import ROLES_THAT_SUBMIT, Role
-from accounts.models import ApiToken, AuditLog, Membership, Project, ProjectWebhook, User
+from accounts.models import ApiToken, AuditLog, Membership, Project, ProjectWebhook, User, WebhookDelivery
 
 
 def is_operator(user: Any) -> bool:
@@ -80,3 +80,8 @@ def webhook_get(*, project: Project) -> ProjectWebhook | None:
         )
         .first()
     )
+
+
+def webhook_deliveries(*, webhook: ProjectWebhook, limit: int = 10) -> list[WebhookDelivery]:
+    """The hook's latest deliveries, newest first (the manager's delivery log on the project page)."""
+    return list(WebhookDelivery.objects.filter(webhook=webhook).order_by("-created_at", "-pk")[:limit])

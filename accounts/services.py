@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from datetime import datetime, timedelta
 from typing import Any
 
@@ -12,7 +13,7 @@ from django.utils import timezone
 
 from accounts import tokens
 from accounts.audit import audit_record, snapshot
-from accounts.choices import ROLES_THAT_MANAGE, Role, TokenScope
+from accounts.choices import ROLES_THAT_MANAGE, NotifyEvent, Role, TokenScope
 from accounts.models import ApiToken, Membership, Project, Quota, User
 from accounts.selectors import is_operator
 
@@ -278,16 +279,25 @@ def token_authenticate(*, secret: str, ip: str | None) -> ApiToken | None:
     return token
 
 
-def user_set_notifications(*, user: User, enabled: bool, request: HttpRequest | None = None) -> User:
-    before = {"notify_by_email": user.notify_by_email}
-    user.notify_by_email = enabled
-    user.save(update_fields=["notify_by_email"])
+def user_set_notifications(
+    *, user: User, email: bool, events: Mapping[str, bool], request: HttpRequest | None = None
+) -> User:
+    """Save which job events email `user` (`email` off: none do). `events` names every NotifyEvent."""
+    unknown = sorted(set(events) - set(NotifyEvent.values))
+    missing = sorted(set(NotifyEvent.values) - set(events))
+    if unknown or missing:
+        raise ValidationError(
+            {
+                **{k: ["Not a notification event."] for k in unknown},
+                **{k: ["Say on or off."] for k in missing},
+            }
+        )
+    before = {"notify_by_email": user.notify_by_email, "email_muted": list(user.email_muted)}
+    user.notify_by_email = email
+    user.email_muted = [event for event in NotifyEvent.values if not events[event]]
+    user.save(update_fields=["notify_by_email", "email_muted"])
+    after = {"notify_by_email": email, "email_muted": user.email_muted}
     audit_record(
-        actor=user,
-        action="user.notifications",
-        obj=user,
-        before=before,
-        after={"notify_by_email": enabled},
-        request=request,
+        actor=user, action="user.notifications", obj=user, before=before, after=after, request=request
     )
     return user

@@ -9,5 +9,9 @@ urlpatterns = [
     path("projects/<slug:slug>/members/<int:pk>/", views.member_change, name="member-change"),
     path("tokens/", views.tokens, name="tokens"),
     path("tokens/<int:pk>/revoke/", views.token_revoke, name="token-revoke"),
+    path("projects/<slug:slug>/webhook/", views.webhook_set, name="webhook-set"),
+    path("projects/<slug:slug>/webhook/test/", views.webhook_ping, name="webhook-ping"),
+    path("projects/<slug:slug>/webhook/remove/", views.webhook_remove, name="webhook-remove"),
     path("settings/", views.user_settings, name="settings"),
+    path("notifications/", views.notifications, name="notifications"),
 ]

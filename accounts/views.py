@@ -1,6 +1,8 @@
-"""Portal pages for accounts: a project (members, quota), my tokens, my settings."""
+"""Portal pages for accounts: a project (members, quota, webhook), my tokens, settings, notifications."""
 
 from __future__ import annotations
+
+from typing import Any
 
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
@@ -8,12 +10,12 @@ from django.core.exceptions import PermissionDenied, ValidationError
 from django.http import HttpRequest, HttpResponse, HttpResponseRedirect, QueryDict
 from django.shortcuts import get_object_or_404, render
 from django.urls import reverse
-from django.views.decorators.http import require_POST
+from django.views.decorators.http import require_POST, require_safe
 
-from accounts import selectors, services
+from accounts import selectors, services, webhooks
 from accounts.choices import ROLES_THAT_MANAGE, Role
-from accounts.forms import MemberAddForm, SettingsForm, TokenForm
-from accounts.models import Membership, User
+from accounts.forms import MemberAddForm, NotificationsForm, TokenForm, WebhookForm
+from accounts.models import Membership, Project, User
 
 
 def _user(request: HttpRequest) -> User:
@@ -32,18 +34,30 @@ def _errors(form_or_exc: ValidationError) -> str:
 @login_required
 def project_detail(request: HttpRequest, slug: str) -> HttpResponse:
     user = _user(request)
-    project = selectors.project_get(user=user, slug=slug)
+    return _project_page(request, user, selectors.project_get(user=user, slug=slug))
+
+
+def _project_page(
+    request: HttpRequest, user: User, project: Project, *, status: int = 200, **extra: Any
+) -> HttpResponse:
     role = selectors.project_role(user=user, project=project)
+    can_manage = selectors.is_operator(user) or role in ROLES_THAT_MANAGE
     context = {
         "project": project,
         "quota": project.quota,
         "members": selectors.membership_list(project=project),
-        "can_manage": selectors.is_operator(user) or role in ROLES_THAT_MANAGE,
+        "can_manage": can_manage,
         "my_role": role,
         "roles": Role.choices,
         "add_form": MemberAddForm(),
     }
-    return render(request, "accounts/project_detail.html", context)
+    if can_manage:  # only managers (and operators) see the webhook, its form and its log
+        hook = selectors.webhook_get(project=project)
+        context["webhook"] = hook
+        context["deliveries"] = selectors.webhook_deliveries(webhook=hook) if hook else []
+        context["webhook_form"] = WebhookForm(initial={"url": hook.url if hook else ""})
+    context.update(extra)
+    return render(request, "accounts/project_detail.html", context, status=status)
 
 
 @login_required
@@ -120,13 +134,66 @@ def token_revoke(request: HttpRequest, pk: int) -> HttpResponse:
 
 
 @login_required
+@require_safe
 def user_settings(request: HttpRequest) -> HttpResponse:
+    return render(request, "accounts/settings.html")
+
+
+@login_required
+def notifications(request: HttpRequest) -> HttpResponse:
+    """Which of my job events email me (the project's webhook, if any, gets them all)."""
     user = _user(request)
-    form = SettingsForm(_posted(request), initial={"notify_by_email": user.notify_by_email})
+    form = NotificationsForm.of(user, _posted(request))
     if request.method == "POST" and form.is_valid():
         services.user_set_notifications(
-            user=user, enabled=form.cleaned_data["notify_by_email"], request=request
+            user=user, email=form.cleaned_data["email"], events=form.choices(), request=request
         )
-        messages.success(request, "Saved.")
-        return HttpResponseRedirect(reverse("accounts:settings"))
-    return render(request, "accounts/settings.html", {"form": form})
+        messages.success(request, "Saved your notification choices.")
+        return HttpResponseRedirect(reverse("accounts:notifications"))
+    return render(request, "accounts/notifications.html", {"form": form})
+
+
+@login_required
+@require_POST
+def webhook_set(request: HttpRequest, slug: str) -> HttpResponse:
+    """Set or change the URL; a new hook's secret is shown on the page this once."""
+    user = _user(request)
+    project = selectors.project_get(user=user, slug=slug)
+    webhooks.require_manager(actor=user, project=project, what="set its webhook")
+    form = WebhookForm(request.POST)
+    try:
+        if not form.is_valid():
+            return _project_page(request, user, project, status=400, webhook_form=form)
+        _, secret = webhooks.webhook_set(
+            actor=user, project=project, url=form.cleaned_data["url"], request=request
+        )
+    except ValidationError as exc:
+        form.add_error("url", exc.messages)
+        return _project_page(request, user, project, status=400, webhook_form=form)
+    if secret is None:
+        messages.success(request, "Saved the webhook URL; the secret is unchanged.")
+        return HttpResponseRedirect(reverse("accounts:project", args=[slug]) + "#webhook-h")
+    return _project_page(request, user, project, webhook_secret=secret)
+
+
+@login_required
+@require_POST
+def webhook_ping(request: HttpRequest, slug: str) -> HttpResponse:
+    user = _user(request)
+    project = selectors.project_get(user=user, slug=slug)
+    try:
+        delivery = webhooks.webhook_ping(actor=user, project=project, request=request)
+        messages.success(request, f"Sent test event {delivery.pk}; its delivery shows below.")
+    except ValidationError as exc:
+        messages.error(request, _errors(exc))
+    return HttpResponseRedirect(reverse("accounts:project", args=[slug]) + "#webhook-h")
+
+
+@login_required
+@require_POST
+def webhook_remove(request: HttpRequest, slug: str) -> HttpResponse:
+    user = _user(request)
+    project = selectors.project_get(user=user, slug=slug)
+    if webhooks.webhook_remove(actor=user, project=project, request=request):
+        messages.success(request, "Removed the webhook; its delivery log went with it.")
+    return HttpResponseRedirect(reverse("accounts:project", args=[slug]) + "#webhook-h")

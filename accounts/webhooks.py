@@ -13,6 +13,7 @@ import hashlib
 import hmac
 import ipaddress
 import json
+import logging
 import secrets
 import socket
 import time
@@ -20,6 +21,7 @@ from typing import Any
 from urllib.parse import urlsplit
 
 import httpx
+from celery import current_app
 from django.conf import settings
 from django.core.exceptions import ValidationError
 from django.db import transaction
@@ -27,10 +29,15 @@ from django.http import HttpRequest
 from django.utils import timezone
 
 from accounts.audit import audit_record
+from accounts.choices import TaskName
 from accounts.models import Project, ProjectWebhook, User, WebhookDelivery
 from accounts.services import require_manager as require_manager
 
 TIMEOUT_S = 5.0
+PING = "ping"
+# One quick retry: a manager's request must not hang on a broker that is down.
+ONE_RETRY = {"max_retries": 1, "interval_start": 0, "interval_step": 0.2, "interval_max": 0.2}
+log = logging.getLogger(__name__)
 
 
 class WebhookFailed(Exception):
@@ -92,6 +99,33 @@ def delivery_create(*, project: Project, event: str, payload: dict[str, Any]) ->
     if hook is None:
         return None
     return WebhookDelivery.objects.create(webhook=hook, event=event, payload=payload)
+
+
+def webhook_ping(*, actor: User, project: Project, request: HttpRequest | None = None) -> WebhookDelivery:
+    """A test event for the project's hook, delivered (and retried) like any other, after commit."""
+    require_manager(actor=actor, project=project, what="test its webhook")
+    hook = ProjectWebhook.objects.filter(project=project).first()
+    if hook is None:
+        raise ValidationError("This project has no webhook.")
+    with transaction.atomic():
+        payload = {"project": project.slug, "what": f"a test event sent by {actor}"}
+        delivery = WebhookDelivery.objects.create(webhook=hook, event=PING, payload=payload)
+        audit_record(actor=actor, action="webhook.ping", obj=hook, project=project, request=request)
+        transaction.on_commit(lambda: send_delivery(delivery.pk))
+    return delivery
+
+
+def send_delivery(delivery_id: int) -> bool:
+    """Publish the delivery task by name; False (logged) when the broker is down: the row stays
+    undelivered in the log, and the manager can send another test."""
+    try:
+        current_app.send_task(
+            TaskName.DELIVER_WEBHOOK.value, args=[delivery_id], retry=True, retry_policy=ONE_RETRY
+        )
+    except Exception:
+        log.warning("could not publish webhook delivery %s (broker down?)", delivery_id, exc_info=True)
+        return False
+    return True
 
 
 def signature(secret: str, timestamp: str, body: bytes) -> str:

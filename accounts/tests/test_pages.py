@@ -79,6 +79,6 @@ def test_token_form_errors_are_400_and_write_nothing(world: World) -> None:
 
 def test_notifications_setting(world: World) -> None:
     client = session_client(world.member)
-    client.post("/me/settings/", {})
+    client.post("/me/notifications/", {})
     world.member.refresh_from_db()
     assert world.member.notify_by_email is False

@@ -6,17 +6,14 @@ from __future__ import annotations
 import hashlib
 import hmac
 import json
-import threading
-from collections.abc import Iterator
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
 import pytest
-from django.test import override_settings
 
 from accounts.choices import TaskName, TokenScope
 from accounts.models import WebhookDelivery
 from accounts.tasks import deliver_webhook
+from accounts.tests.conftest import Receiver
 from tests.fixtures.personas import World, api_client
 from workloads.services import jobs as job_services
 from workloads.tasks import notify_job
@@ -24,40 +21,6 @@ from workloads.tests.conftest import IMAGE, capture_sends
 
 pytestmark = pytest.mark.django_db
 ADMIN = (TokenScope.READ, TokenScope.ADMIN)
-
-
-class Receiver(ThreadingHTTPServer):
-    """A local webhook endpoint: answers `statuses` in turn (then 200), keeps what it got."""
-
-    def __init__(self, statuses: list[int]) -> None:
-        self.statuses, self.got = statuses, []  # type: list[int], list[tuple[dict[str, str], bytes]]
-        super().__init__(("127.0.0.1", 0), _Handler)
-
-    @property
-    def url(self) -> str:
-        return f"http://127.0.0.1:{self.server_address[1]}/hook"
-
-
-class _Handler(BaseHTTPRequestHandler):
-    server: Receiver
-
-    def do_POST(self) -> None:
-        body = self.rfile.read(int(self.headers["Content-Length"]))
-        self.server.got.append((dict(self.headers), body))
-        self.send_response(self.server.statuses.pop(0) if self.server.statuses else 200)
-        self.end_headers()
-
-    def log_message(self, *args: Any) -> None:
-        pass
-
-
-@pytest.fixture
-def receiver(request: pytest.FixtureRequest) -> Iterator[Receiver]:
-    server = Receiver(list(getattr(request, "param", [])))
-    threading.Thread(target=server.serve_forever, daemon=True).start()
-    with override_settings(GPUPORTAL_WEBHOOK_ALLOW_PRIVATE=True):
-        yield server
-    server.shutdown()
 
 
 def _set(world: World, url: str) -> Any:
@@ -106,7 +69,7 @@ def test_a_job_event_arrives_signed(
     job = job_services.job_submit(actor=world.member, project=world.alpha, data={"image": IMAGE})
     sent = capture_sends(monkeypatch, TaskName.DELIVER_WEBHOOK)
     with django_capture_on_commit_callbacks(execute=True):
-        notify_job(job.pk, "finished")
+        notify_job(job.pk, "succeeded")
     assert len(sent) == 1
     deliver_webhook(sent[0])
     ((headers, body),) = receiver.got
@@ -114,10 +77,10 @@ def test_a_job_event_arrives_signed(
     signed = headers["X-GPU-Portal-Timestamp"].encode() + b"." + body
     expected = "sha256=" + hmac.new(secret.encode(), signed, hashlib.sha256).hexdigest()
     assert headers["X-GPU-Portal-Signature"] == expected
-    assert headers["X-GPU-Portal-Event"] == "job.queued"
+    assert headers["X-GPU-Portal-Event"] == "job.succeeded"  # the event, not the job's state now
     event = json.loads(body)
     assert event["job"]["uid"] == str(job.uid)
-    assert event["what"] == "finished"
+    assert (event["event"], event["what"]) == ("job.succeeded", "succeeded")
     assert WebhookDelivery.objects.get(pk=sent[0]).delivered_at is not None
 
 

@@ -3,9 +3,9 @@
 from django.urls import path
 from rest_framework.routers import DefaultRouter
 
-from accounts.api import MembershipViewSet, MeView, ProjectViewSet, TokenViewSet
+from accounts.api import MembershipViewSet, MeView, NotificationsView, ProjectViewSet, TokenViewSet
 from accounts.api_login import PasswordTokenView
-from accounts.api_webhooks import ProjectWebhookView
+from accounts.api_webhooks import ProjectWebhookPingView, ProjectWebhookView
 from gpu.api import GpuViewSet, IngestView, NodeViewSet
 from workloads.api.idle import ProjectIdleView
 from workloads.api.jobs import JobViewSet
@@ -29,7 +29,13 @@ router.register("gpus", GpuViewSet, basename="gpu")
 
 urlpatterns = [
     path("me/", MeView.as_view(), name="me"),
+    path("me/notifications/", NotificationsView.as_view(), name="me-notifications"),
     path("projects/<slug:project_slug>/webhook/", ProjectWebhookView.as_view(), name="project-webhook"),
+    path(
+        "projects/<slug:project_slug>/webhook/ping/",
+        ProjectWebhookPingView.as_view(),
+        name="project-webhook-ping",
+    ),
     path("projects/<slug:project_slug>/allowed/", ProjectAllowedView.as_view(), name="project-allowed"),
     path(
         "projects/<slug:project_slug>/idle-reclaim/", ProjectIdleView.as_view(), name="project-idle-reclaim"

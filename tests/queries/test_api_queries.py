@@ -25,6 +25,7 @@ N = 3  # rows per kind at the first measurement; 3N at the second (all fit in on
 Case = Callable[[Fixed, User], str]
 CASES: dict[str, Case] = {
     "v1_me_retrieve": lambda fx, u: "/api/v1/me/",
+    "v1_me_notifications_retrieve": lambda fx, u: "/api/v1/me/notifications/",
     "v1_projects_list": lambda fx, u: "/api/v1/projects/",
     "v1_projects_retrieve": lambda fx, u: "/api/v1/projects/alpha/",
     "v1_projects_members_list": lambda fx, u: "/api/v1/projects/alpha/members/",

@@ -7,7 +7,7 @@ from collections.abc import Callable
 
 import pytest
 
-from accounts.models import User
+from accounts.models import Quota, User
 from tests.fixtures.personas import World, session_client
 from tests.queries.scale import Fixed, fixed
 from tests.queries.test_api_queries import assert_constant
@@ -19,10 +19,16 @@ PAGES: dict[str, Callable[[Fixed], str]] = {
     "cluster": lambda fx: "/cluster/",
     "node": lambda fx: f"/cluster/nodes/{fx.node.name}/",
     "project": lambda fx: "/me/projects/alpha/",
+    "project_webhook": lambda fx: _hooked(fx),  # the member manages it: webhook form, growing delivery log
     "tokens": lambda fx: "/me/tokens/",
     "templates": lambda fx: "/jobs/projects/alpha/templates/",
     "submit": lambda fx: "/jobs/submit/",
 }
+
+
+def _hooked(fx: Fixed) -> str:
+    Quota.objects.get_or_create(project=fx.webhook.project)  # every project has one; scale.py makes it bare
+    return f"/me/projects/{fx.webhook.project.slug}/"
 
 
 @pytest.mark.django_db

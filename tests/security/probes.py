@@ -11,6 +11,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
+from accounts.choices import NotifyEvent
 from accounts.models import ApiToken, Membership, Project, User
 
 Expect = Literal["not_found", "no_foreign_rows", "denied"]
@@ -36,6 +37,7 @@ class Probe:
 
 
 ProbeFactory = Callable[[Victim], list[Probe]]
+_ALL_OFF = dict.fromkeys(NotifyEvent.values, False)  # the attacker's own email choices
 
 # Keys are "METHOD /path/{template}/" exactly as in the OpenAPI schema.
 PROBES: dict[str, ProbeFactory] = {
@@ -97,10 +99,17 @@ PROBES: dict[str, ProbeFactory] = {
     "DELETE /api/v1/projects/{project_slug}/webhook/": lambda v: [
         Probe("DELETE", f"/api/v1/projects/{v.project.slug}/webhook/", "not_found")
     ],
+    "POST /api/v1/projects/{project_slug}/webhook/ping/": lambda v: [
+        Probe("POST", f"/api/v1/projects/{v.project.slug}/webhook/ping/", "not_found")
+    ],
+    "GET /api/v1/me/notifications/": lambda v: [Probe("GET", "/api/v1/me/notifications/", "no_foreign_rows")],
+    "PUT /api/v1/me/notifications/": lambda v: [
+        Probe("PUT", "/api/v1/me/notifications/", "no_foreign_rows", {"email": False, "events": _ALL_OFF})
+    ],
 }
 
 # Routes that create the attacker's own objects: they change state, but never the victim's.
-OWN_WRITES: set[str] = {"POST /api/v1/tokens/"}
+OWN_WRITES: set[str] = {"POST /api/v1/tokens/", "PUT /api/v1/me/notifications/"}
 
 # Apps register functions that add their objects to the victim (e.g. a job) before probing.
 VICTIM_SETUP: list[Callable[[Victim], None]] = []
