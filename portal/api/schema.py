@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from django.core.validators import RegexValidator
 from drf_spectacular.openapi import AutoSchema
 from drf_spectacular.utils import OpenApiResponse, inline_serializer
 from rest_framework import serializers
@@ -39,8 +40,10 @@ ERROR_DETAIL = inline_serializer(
         ),
         "message": serializers.CharField(help_text="One line to show a person."),
         "fields": serializers.DictField(
-            child=serializers.ListField(child=serializers.CharField()),
-            help_text="Field name -> messages (empty unless the input was invalid).",
+            # A list's items and an object's keys nest: {"scopes": {"5": ["... is not a valid choice."]}}.
+            child=serializers.JSONField(),
+            help_text="Field name -> messages (empty unless the input was invalid); the messages of a "
+            "list's item or an object's key nest under the item's index or the key.",
         ),
     },
 )
@@ -55,7 +58,34 @@ class ErrorSerializer(serializers.Serializer[Any]):
         ref_name = "Error"
 
 
+# DRF's CharField refuses NUL characters (Postgres cannot store them), and one left blank once its
+# whitespace is trimmed unless it allows blanks: the schema says so.
+NO_NUL = "^[^\\x00]*$"
+NOT_BLANK = "^\\s*[^\\s\\x00][^\\x00]*$"
+
+
 class PortalAutoSchema(AutoSchema):
+    """Also: a request body whose serializer sets `rejects_unknown_fields` is a closed object
+    (`additionalProperties: false`), and a free-text request string carries the NO_NUL or NOT_BLANK
+    pattern."""
+
+    def _map_basic_serializer(self, serializer: Any, direction: Any) -> dict[str, Any]:
+        schema: dict[str, Any] = super()._map_basic_serializer(serializer, direction)  # type: ignore[no-untyped-call]
+        if direction == "request" and getattr(serializer, "rejects_unknown_fields", False):
+            schema["additionalProperties"] = False
+        return schema
+
+    def _map_serializer_field(self, field: Any, direction: Any, bypass_extensions: bool = False) -> Any:
+        schema = super()._map_serializer_field(field, direction, bypass_extensions)  # type: ignore[no-untyped-call]
+        # A RegexField's own pattern is added after this hook (from its validator): leave it be.
+        own_pattern = any(isinstance(v, RegexValidator) for v in getattr(field, "validators", []))
+        free_text = schema.get("type") == "string" and not {"format", "pattern", "enum"} & set(schema)
+        free_text = free_text and not own_pattern
+        if direction == "request" and isinstance(field, serializers.CharField) and free_text:
+            blank_refused = field.trim_whitespace and not field.allow_blank
+            schema["pattern"] = NOT_BLANK if blank_refused else NO_NUL
+        return schema
+
     def _get_response_bodies(self, direction: Any = "response") -> dict[str, Any]:
         responses: dict[str, Any] = super()._get_response_bodies(direction)
         has_body = self.method in ("POST", "PUT", "PATCH") and self.get_request_serializer() is not None

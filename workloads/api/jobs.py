@@ -64,11 +64,14 @@ def project_for_create(request: Request, body: dict[str, Any]) -> Project:
     return project
 
 
+ANY_STATE = ["", *JobState.values]  # an empty ?state= filters nothing (a form's "any" choice)
+
+
 # The filters belong to the list only: on the actions they would document parameters that do nothing.
 @extend_schema_view(
     list=extend_schema(
         parameters=[
-            OpenApiParameter("state", enum=JobState.values, description="only jobs in this state"),
+            OpenApiParameter("state", enum=ANY_STATE, description="only jobs in this state (empty: all)"),
             OpenApiParameter("project", str, description="only this project's jobs (a slug)"),
         ]
     )
@@ -199,7 +202,7 @@ class JobViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, viewsets.Gene
         parameters=[
             OpenApiParameter("group", enum=["job", "user", "project", "gpu_type"]),
             OpenApiParameter("project", str, description="only this project's jobs"),
-            OpenApiParameter("state", enum=list(JobState.values), description="only jobs in this state"),
+            OpenApiParameter("state", enum=ANY_STATE, description="only jobs in this state (empty: all)"),
         ],
         responses={(200, "text/csv"): str},
     )

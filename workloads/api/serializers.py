@@ -20,6 +20,7 @@ from workloads.api.rightsizing import RightsizingSerializer, plan_of, rightsizin
 from workloads.choices import Priority
 from workloads.messages import QueueSummary
 from workloads.models import Job, JobEvent, JobTemplate
+from workloads.spec import GPU_TYPE, MOUNT_PATH
 
 INT_MAX = 2**31 - 1  # the stored quota fields' ceiling; a project's quota is the real one
 QUOTA = "At most the project's quota (`quota.{}` of GET /api/v1/projects/{{slug}}/)."
@@ -42,6 +43,8 @@ class QueueSummarySerializer(serializers.Serializer[Any]):
 
 
 class EnvVarSerializer(serializers.Serializer[Any]):
+    rejects_unknown_fields = True  # the schema says so (portal.api.schema)
+
     name = serializers.RegexField(
         r"^[A-Za-z_][A-Za-z0-9_]*$",
         max_length=128,
@@ -55,14 +58,17 @@ VolumeMountSerializer = inline_serializer(
     "VolumeMount",
     {
         "volume": serializers.CharField(help_text="One of the project's volumes, by name."),
-        "mount_path": serializers.CharField(
-            max_length=251, help_text="Absolute, without '..'; not /, /proc, /sys, /dev, /etc, /usr …"
+        "mount_path": serializers.RegexField(
+            MOUNT_PATH.pattern,
+            max_length=251,
+            help_text="Absolute, without '..'; not /, /proc, /sys, /dev, /etc, /usr …",
         ),
         "read_only": serializers.BooleanField(
             required=False, default=False, help_text="A volume the operators made read-only is always so."
         ),
     },
 )
+VolumeMountSerializer.rejects_unknown_fields = True  # type: ignore[attr-defined]
 
 
 def _limited(field: str, minimum: int, default: int) -> serializers.IntegerField:
@@ -77,6 +83,8 @@ def _limited(field: str, minimum: int, default: int) -> serializers.IntegerField
 class SpecSerializer(serializers.Serializer[Any]):
     """A job spec: typed fields only (an unknown key is refused)."""
 
+    rejects_unknown_fields = True
+
     name = serializers.CharField(required=False, max_length=80, allow_blank=True)
     image = serializers.CharField(help_text=IMAGE_HELP)
     command = serializers.ListField(
@@ -90,8 +98,11 @@ class SpecSerializer(serializers.Serializer[Any]):
         max_value=app_settings.max_gpus_per_job(),
         help_text="Whole GPUs on one node. " + QUOTA.format("gpus"),
     )
-    gpu_type = serializers.CharField(
-        required=False, max_length=63, help_text="A GPU product such as NVIDIA-GeForce-RTX-5090."
+    gpu_type = serializers.RegexField(
+        f"^({GPU_TYPE.pattern.strip('^$')})?$",  # empty: any type
+        required=False,
+        max_length=63,
+        help_text="A GPU product such as NVIDIA-GeForce-RTX-5090.",
     )
     mps_slices = serializers.IntegerField(
         required=False,
@@ -207,6 +218,8 @@ class TemplateSerializer(serializers.ModelSerializer[JobTemplate]):
 
 class TemplateWriteSerializer(serializers.Serializer[Any]):
     """PUT replaces name, description and spec; PATCH changes only the fields it sends."""
+
+    rejects_unknown_fields = True
 
     name = serializers.CharField(max_length=80)
     description = serializers.CharField(required=False, allow_blank=True)
