@@ -10,6 +10,7 @@ from collections.abc import Callable
 
 import httpx
 
+from portal.gpuctl.grants import add_grants
 from portal.gpuctl.http import EPILOG, CliError, ExitCode, check, client, results, save_config, table
 from portal.gpuctl.jobs import add_job_actions, add_jobs
 from portal.gpuctl.submit import add_submit, add_templates
@@ -86,6 +87,7 @@ def parser() -> argparse.ArgumentParser:
     add_submit(sub)
     add_templates(sub)
     add_job_actions(sub)
+    add_grants(sub)
     return p
 
 

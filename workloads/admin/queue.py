@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from django import forms
 from django.contrib import admin, messages
 from django.core.exceptions import PermissionDenied
 from django.db.models import QuerySet
@@ -93,10 +94,36 @@ class QueuedJobAdmin(AuditedAdmin):
         self._act(request, queryset, "front")
 
 
+class QuotaGrantForm(forms.ModelForm[QuotaGrant]):
+    """An operator's edit names a GPU type the cluster has, as a request must (services.grants)."""
+
+    class Meta:
+        model = QuotaGrant
+        fields = ["project", "gpus", "gpu_type", "slices", "starts_at", "until", "reason"]
+
+    def clean_gpu_type(self) -> str:
+        value = str(self.cleaned_data.get("gpu_type") or "").strip()
+        error = grants.gpu_type_error(value)
+        if error:
+            raise forms.ValidationError(error)
+        return value
+
+
 @admin.register(QuotaGrant)
 class QuotaGrantAdmin(AuditedAdmin):
-    list_display = ("project", "gpus", "slices", "starts_at", "until", "status", "requested_by", "decided_by")
-    list_filter = ("status", "project")
+    form = QuotaGrantForm
+    list_display = (
+        "project",
+        "gpus",
+        "gpu_type",
+        "slices",
+        "starts_at",
+        "until",
+        "status",
+        "requested_by",
+        "decided_by",
+    )
+    list_filter = ("status", "project", "gpu_type")
     readonly_fields = ("status", "decided_by", "decided_at", "requested_by")
     actions = ["approve", "refuse"]
 

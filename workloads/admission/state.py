@@ -6,6 +6,7 @@ stored preemption deadlines. Owners are keyed by user id, projects by slug.
 
 from __future__ import annotations
 
+from dataclasses import replace
 from datetime import datetime
 
 from accounts.models import GpuTypeLimit, Quota
@@ -19,6 +20,7 @@ from workloads.models import GrantStatus, Job, QueueSettings, QuotaGrant
 from workloads.queue import (
     ClusterState,
     Grant,
+    NodeState,
     PendingJob,
     PreemptionNotice,
     ProjectQuota,
@@ -81,7 +83,8 @@ def _grants(now: datetime) -> dict[int, list[Grant]]:
     out: dict[int, list[Grant]] = {}
     rows = QuotaGrant.objects.filter(status=GrantStatus.APPROVED, until__gt=now)
     for g in rows:
-        out.setdefault(g.project_id, []).append(Grant(g.pk, g.gpus, g.slices, g.until, g.starts_at))
+        grant = Grant(g.pk, g.gpus, g.slices, g.until, g.starts_at, g.gpu_type or None)
+        out.setdefault(g.project_id, []).append(grant)
     return out
 
 
@@ -144,6 +147,30 @@ def _reserved(active: list[Job], bound: set[str]) -> dict[str, Reserved]:
     return out
 
 
+def with_slice_placement(running: list[RunningJob], nodes: tuple[NodeState, ...]) -> list[RunningJob]:
+    """Give running MPS jobs a placement over their node's shared GPUs, filled in index order as
+    `live.node_states` fills the slices in use (the cluster does not say which card a pod got).
+    Only the estimate reads it: a job that ends gives its slices back to those cards."""
+    sizes = {n.name: [s.total_slices for s in n.shared] for n in nodes}
+    filled: dict[str, list[int]] = {}
+    out = []
+    for job in sorted(running, key=lambda r: r.id):
+        cards = sizes.get(job.node)
+        if not job.slices or not cards:
+            out.append(job)
+            continue
+        used = filled.setdefault(job.node, [0] * len(cards))
+        left, parts = job.slices, []
+        for index, size in enumerate(cards):
+            take = min(left, size - used[index])
+            if take > 0:
+                used[index] += take
+                parts.append((index, take))
+                left -= take
+        out.append(replace(job, slice_placement=tuple(parts)))
+    return out
+
+
 def cluster_state(*, now: datetime, live: LiveCluster) -> ClusterState:
     """The whole input of one cycle. Call inside the admission transaction (DB reads only)."""
     settings = queue_settings()
@@ -159,7 +186,7 @@ def cluster_state(*, now: datetime, live: LiveCluster) -> ClusterState:
     )
     return ClusterState(
         pending=tuple(pending_of(j) for j in pending),
-        running=tuple(running_of(j, now) for j in active),
+        running=tuple(with_slice_placement([running_of(j, now) for j in active], nodes)),
         nodes=nodes,
         quotas=project_quotas(now),
         usage=fair_share_usage(now=now, half_life_hours=settings.half_life_hours),

@@ -37,7 +37,18 @@ class GrantSerializer(serializers.ModelSerializer[QuotaGrant]):
 
     class Meta:
         model = QuotaGrant
-        fields = ["id", "project", "requested_by", "gpus", "slices", "starts_at", "until", "reason", "status"]
+        fields = [
+            "id",
+            "project",
+            "requested_by",
+            "gpus",
+            "gpu_type",
+            "slices",
+            "starts_at",
+            "until",
+            "reason",
+            "status",
+        ]
         read_only_fields = fields
 
 
@@ -47,6 +58,11 @@ GrantCreate = inline_serializer(
         "project": serializers.SlugField(),
         "gpus": serializers.IntegerField(min_value=0),
         "slices": serializers.IntegerField(min_value=0, required=False),
+        "gpu_type": serializers.CharField(
+            required=False,
+            help_text="A GPU product of the cluster (node label nvidia.com/gpu.product): the grant also "
+            "raises the project's limit for that type. Omitted or empty: any type. Unknown: 400.",
+        ),
         "starts_at": serializers.DateTimeField(required=False),
         "until": serializers.DateTimeField(),
         "reason": serializers.CharField(required=False),
@@ -91,12 +107,15 @@ class GrantViewSet(mixins.ListModelMixin, viewsets.GenericViewSet[QuotaGrant]):
         project = project_list(user=user).filter(slug=slug).first() if isinstance(slug, str) else None
         if project is None:
             raise ValidationError({"project": ["Choose one of your projects."]})
-        reason = body.get("reason", "")
+        reason, gpu_type = body.get("reason", ""), body.get("gpu_type", "")
+        if not isinstance(gpu_type, str):
+            raise ValidationError({"gpu_type": ["A GPU type name, such as NVIDIA-GeForce-RTX-5090."]})
         grant = grant_request(
             actor=user,
             project=project,
             gpus=_count(body, "gpus"),
             slices=_count(body, "slices"),
+            gpu_type=gpu_type,
             starts_at=_when(body, "starts_at", False),
             until=_when(body, "until", True),  # type: ignore[arg-type]
             reason=reason if isinstance(reason, str) else "",
@@ -156,7 +175,11 @@ class UsageView(GenericAPIView[Any]):
             OpenApiParameter("project", str, description="only this project's jobs (a slug)"),
             OpenApiParameter("group", enum=["user", "project"], description="default project"),
             OpenApiParameter("bucket", enum=["day"]),
-            OpenApiParameter("days", int, description="how many days back, 1 to 366 (default 30)"),
+            OpenApiParameter(
+                "days",
+                {"type": "integer", "minimum": 1, "maximum": 366},
+                description="how many days back (default 30)",
+            ),
             OpenApiParameter("export", enum=["json", "csv"], description="csv: every row, no pages"),
         ],
         responses={
@@ -168,6 +191,7 @@ class UsageView(GenericAPIView[Any]):
         group, days, export = _usage_params(request)
         rows = usage_history(jobs=usage_jobs(request), group=group, days=days)
         if export == "csv":
+            self.paginator.check_query(request)  # type: ignore[union-attr]  # portal.api.pagination
             return csv_response(rows, f"usage-by-{group}.csv")
         page = self.paginate_queryset(rows)  # type: ignore[arg-type]  # a list pages like a queryset
         data = [

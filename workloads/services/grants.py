@@ -17,6 +17,7 @@ from django.utils import timezone
 from accounts.audit import audit_record, snapshot
 from accounts.models import Project, User
 from accounts.selectors import is_operator
+from gpu.models import Node
 from workloads.models import GrantStatus, QuotaGrant
 from workloads.services.jobs import require_submitter
 from workloads.services.publisher import namespace_refresh
@@ -30,12 +31,14 @@ def grant_request(
     project: Project,
     gpus: int,
     slices: int = 0,
+    gpu_type: str = "",
     until: datetime,
     starts_at: datetime | None = None,
     reason: str = "",
     request: HttpRequest | None = None,
 ) -> QuotaGrant:
-    """A member asks for more quota for a while; an operator decides."""
+    """A member asks for more quota for a while; an operator decides. With `gpu_type` the grant
+    also raises the project's limit for that GPU type (docs/queue.md, "Grants")."""
     require_submitter(actor=actor, project=project)
     starts_at = starts_at or timezone.now()
     grant = QuotaGrant(
@@ -43,6 +46,7 @@ def grant_request(
         requested_by=actor,
         gpus=gpus,
         slices=slices,
+        gpu_type=gpu_type.strip(),
         starts_at=starts_at,
         until=until,
         reason=reason[:300],
@@ -71,9 +75,30 @@ def _validate(grant: QuotaGrant) -> None:
         errors["until"] = ["A grant lasts at most 31 days."]
     if grant.until <= timezone.now():
         errors.setdefault("until", []).append("The end is in the past.")
+    type_error = gpu_type_error(grant.gpu_type)
+    if type_error:
+        errors["gpu_type"] = [type_error]
     if errors:
         raise ValidationError(errors)
     grant.full_clean()
+
+
+def known_gpu_types() -> set[str]:
+    """The GPU types a grant may name: the product label (`nvidia.com/gpu.product`) of the nodes
+    the gpu app mirrors from the cluster, gone nodes excluded; the queue matches jobs by that label."""
+    rows = Node.objects.filter(deleted=False).exclude(gpu_model="").values_list("gpu_model", flat=True)
+    return set(rows)
+
+
+def gpu_type_error(gpu_type: str) -> str:
+    """Why a grant may not name `gpu_type` ("" when it may: empty means any type)."""
+    if not gpu_type:
+        return ""
+    known = known_gpu_types()
+    if gpu_type in known:
+        return ""
+    names = ", ".join(sorted(known)) or "none known yet"
+    return f"Unknown GPU type {gpu_type!r}: the cluster's GPU types are {names}."
 
 
 def grant_decide(
