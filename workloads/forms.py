@@ -86,6 +86,9 @@ class SubmitForm(forms.Form):
     max_runtime_minutes = forms.IntegerField(min_value=1, initial=60, label="Longest run (minutes)")
     priority = forms.ChoiceField(choices=Priority.choices, initial=Priority.NORMAL)
     preemptible = forms.BooleanField(required=False)
+    interactive = forms.BooleanField(
+        required=False, help_text="A notebook or shell you work in: judged idle over a longer window."
+    )
     sim_run_seconds = forms.IntegerField(required=False, min_value=0, label="Simulated run time (s)")
     sim_exit_code = forms.IntegerField(
         required=False, min_value=0, max_value=255, label="Simulated exit code"

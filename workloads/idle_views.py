@@ -28,7 +28,7 @@ def idle_context(user: User, job: Job) -> dict[str, Any]:
         "suspend_at": suspend_at,
         "snoozes_left": max(0, row.idle_max_snoozes - job.idle_snoozes),
         "max_snoozes": row.idle_max_snoozes,
-        "window_min": round(row.idle_window_s / 60),
+        "window_min": round((row.idle_interactive_window_s if job.interactive else row.idle_window_s) / 60),
         "reclaimed": selectors.idle_reclaimed_gpu_hours(job=job),
         "can_exempt": is_operator(user) or project_role(user=user, project=job.project) == Role.MANAGER,
     }

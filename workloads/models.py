@@ -64,6 +64,9 @@ class Job(models.Model):
     priority = models.CharField(max_length=8, choices=Priority.choices, default=Priority.NORMAL)
     max_runtime_minutes = models.PositiveIntegerField(default=60, validators=[MinValueValidator(1)])
     preemptible = models.BooleanField(default=False)
+    interactive = models.BooleanField(
+        default=False, help_text="A session someone works in (notebook, shell): the interactive idle window."
+    )
     # Simulation only (GPUPORTAL_JOB_SIMULATION): how long the simulated pod runs and how it exits.
     sim_run_seconds = models.PositiveIntegerField(null=True, blank=True)
     sim_exit_code = models.PositiveSmallIntegerField(
@@ -326,6 +329,11 @@ class QueueSettings(models.Model):
     idle_max_snoozes = models.PositiveSmallIntegerField(
         default=2, help_text="Snoozes per job; each resets the window."
     )
+    # A notebook sits idle while its user reads and types: a longer window of its own, or none.
+    idle_interactive_window_s = models.PositiveIntegerField(
+        default=7200,
+        help_text="Interactive jobs: idle this long before the warning; 0 never reclaims them.",
+    )
 
     class Meta:
         verbose_name = verbose_name_plural = "queue settings"
@@ -339,6 +347,10 @@ class QueueSettings(models.Model):
         if self.idle_warning_s > self.idle_window_s:
             raise ValidationError(
                 {"idle_warning_s": "The warning period cannot be longer than the idle window."}
+            )
+        if 0 < self.idle_interactive_window_s < self.idle_warning_s:
+            raise ValidationError(
+                {"idle_interactive_window_s": "Shorter than the warning period: make it longer, or 0."}
             )
 
     @classmethod

@@ -41,6 +41,7 @@ SPEC_KEYS = frozenset(
         "priority",
         "max_runtime_minutes",
         "preemptible",
+        "interactive",
         "simulate",
     }
 )
@@ -76,6 +77,7 @@ class JobSpec:
     priority: str = Priority.NORMAL.value
     max_runtime_minutes: int = 60
     preemptible: bool = False
+    interactive: bool = False
     sim_run_seconds: int | None = None
     sim_exit_code: int | None = None
 
@@ -217,6 +219,14 @@ def _volumes(data: Mapping[str, Any], limits: SpecLimits, errors: _Errors) -> li
     return out
 
 
+def _bool(data: Mapping[str, Any], key: str, errors: _Errors) -> bool:
+    value = data.get(key, False)
+    if not isinstance(value, bool):
+        errors.add(key, "Must be true or false.")
+        return False
+    return value
+
+
 def _gpus(data: Mapping[str, Any], limits: SpecLimits, errors: _Errors) -> tuple[int, str, int]:
     gpus = _int(data, "gpus", 0, 0, limits.max_gpus, errors)
     slices = _int(data, "mps_slices", 0, 0, limits.max_mps_slices, errors)
@@ -263,9 +273,7 @@ def parse_spec(data: Any, limits: SpecLimits) -> JobSpec:
     priority = data.get("priority", Priority.NORMAL.value)
     if priority not in Priority.values:
         errors.add("priority", f"One of {', '.join(Priority.values)}.")
-    preemptible = data.get("preemptible", False)
-    if not isinstance(preemptible, bool):
-        errors.add("preemptible", "Must be true or false.")
+    preemptible, interactive = _bool(data, "preemptible", errors), _bool(data, "interactive", errors)
     gpus, gpu_type, slices = _gpus(data, limits, errors)
     sim_run, sim_code = _simulation(data, limits, errors)
     spec = JobSpec(
@@ -282,7 +290,8 @@ def parse_spec(data: Any, limits: SpecLimits) -> JobSpec:
         volumes=_volumes(data, limits, errors),
         priority=str(priority),
         max_runtime_minutes=_int(data, "max_runtime_minutes", 60, 1, limits.max_runtime_minutes, errors),
-        preemptible=bool(preemptible),
+        preemptible=preemptible,
+        interactive=interactive,
         sim_run_seconds=sim_run,
         sim_exit_code=sim_code,
     )

@@ -77,6 +77,11 @@ SPEC_FLAGS: list[tuple[tuple[str, ...], str, dict[str, Any]]] = [
     (("--max-runtime",), "max_runtime_minutes", {"type": int, "metavar": "MINUTES", "help": "minutes"}),
     (("--preemptible",), "preemptible", {"action": argparse.BooleanOptionalAction}),
     (
+        ("--interactive",),
+        "interactive",
+        {"action": argparse.BooleanOptionalAction, "help": "a notebook or shell: the longer idle window"},
+    ),
+    (
         ("-e", "--env"),
         "env",
         {"type": env, "metavar": "NAME=VALUE", "action": "append", "help": "NAME=value (repeatable)"},

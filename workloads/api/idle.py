@@ -1,5 +1,5 @@
 """The idle-reclaim part of the API: a job's `idle` field, the exempt body, and a project's totals
-(GET /api/v1/projects/<slug>/idle-reclaim/)."""
+(GET /api/v1/projects/<slug>/idle-reclaim/, with the policy in force)."""
 
 from __future__ import annotations
 
@@ -13,7 +13,7 @@ from rest_framework.views import APIView
 
 from accounts.api import request_user
 from accounts.selectors import project_get
-from workloads.models import Job
+from workloads.models import Job, QueueSettings
 from workloads.selectors import idle_reclaimed_gpu_hours, project_idle_summary
 
 
@@ -42,10 +42,41 @@ def idle_of(job: Job) -> dict[str, Any]:
     }
 
 
+IdlePolicy = inline_serializer(
+    "IdlePolicy",
+    {
+        "enabled": serializers.BooleanField(),
+        "util_pct": serializers.IntegerField(help_text="Idle: SM utilisation always below this (%)."),
+        "mem_change_pct": serializers.IntegerField(
+            help_text="Idle: memory used moved by less than this share of the GPU's memory (%)."
+        ),
+        "window_s": serializers.IntegerField(help_text="Idle this long before the warning."),
+        "interactive_window_s": serializers.IntegerField(
+            help_text="The same for interactive jobs; 0: they are never reclaimed."
+        ),
+        "warning_s": serializers.IntegerField(help_text="From the warning to the suspension."),
+        "max_snoozes": serializers.IntegerField(help_text="Snoozes per job; each restarts the window."),
+    },
+)
+
+
+def policy_of(row: QueueSettings) -> dict[str, Any]:
+    return {
+        "enabled": row.idle_reclaim_enabled,
+        "util_pct": row.idle_util_pct,
+        "mem_change_pct": row.idle_mem_change_pct,
+        "window_s": row.idle_window_s,
+        "interactive_window_s": row.idle_interactive_window_s,
+        "warning_s": row.idle_warning_s,
+        "max_snoozes": row.idle_max_snoozes,
+    }
+
+
 ProjectIdle = inline_serializer(
     "ProjectIdleReclaim",
     {
         "project": serializers.SlugField(),
+        "policy": IdlePolicy,
         "reclaimed_gpu_hours": serializers.FloatField(
             help_text="GPU-hours given back by idle-suspended jobs."
         ),
@@ -63,4 +94,5 @@ class ProjectIdleView(APIView):
     @extend_schema(operation_id="v1_projects_idle_reclaim_retrieve", responses={200: ProjectIdle})
     def get(self, request: Request, project_slug: str) -> Response:
         project = project_get(user=request_user(request), slug=project_slug)
-        return Response({"project": project.slug, **project_idle_summary(project=project)})
+        summary = project_idle_summary(project=project)
+        return Response({"project": project.slug, "policy": policy_of(QueueSettings.load()), **summary})

@@ -118,6 +118,11 @@ class SpecSerializer(serializers.Serializer[Any]):
     preemptible = serializers.BooleanField(
         required=False, help_text="May borrow idle quota of others, and be preempted with notice."
     )
+    interactive = serializers.BooleanField(
+        required=False,
+        help_text="A notebook or shell someone works in: idle reclaim judges it over the longer "
+        "interactive window (or not at all), see GET /api/v1/projects/{slug}/idle-reclaim/.",
+    )
 
 
 class JobCreateSerializer(SpecSerializer):
@@ -158,6 +163,7 @@ class JobSerializer(serializers.ModelSerializer[Job]):
             "priority",
             "max_runtime_minutes",
             "preemptible",
+            "interactive",
             "state",
             "state_reason",
             "state_changed_at",

@@ -12,6 +12,7 @@
 
 from __future__ import annotations
 
+from dataclasses import dataclass, replace
 from datetime import datetime, timedelta
 
 from django.db import transaction
@@ -39,9 +40,27 @@ def thresholds(row: QueueSettings) -> Thresholds:
     )
 
 
-def _candidates(now: datetime, t: Thresholds) -> list[Job]:
+@dataclass(frozen=True)
+class Policy:
+    """How one kind of job is judged: batch jobs, or interactive ones (their own window; with 0,
+    never reclaimed: like an exempt job, a warning they still carry is withdrawn)."""
+
+    interactive: bool
+    t: Thresholds
+    all_exempt: bool = False
+
+
+def policies(row: QueueSettings) -> tuple[Policy, Policy]:
+    batch, window = thresholds(row), row.idle_interactive_window_s
+    return Policy(False, batch), Policy(True, replace(batch, window_s=window or batch.window_s), window == 0)
+
+
+def _candidates(now: datetime, policy: Policy) -> list[Job]:
     jobs = Job.objects.select_related("project").filter(state=JobState.RUNNING, started_at__isnull=False)
-    jobs = jobs.exclude(gpus=0, mps_slices=0).filter(started_at__lte=now - timedelta(seconds=t.window_s))
+    jobs = jobs.exclude(gpus=0, mps_slices=0).filter(interactive=policy.interactive)
+    if policy.all_exempt:
+        return list(jobs.filter(idle_warned_at__isnull=False))
+    jobs = jobs.filter(started_at__lte=now - timedelta(seconds=policy.t.window_s))
     return list(jobs.exclude(idle_exempt=True, idle_warned_at__isnull=True))
 
 
@@ -63,18 +82,27 @@ def idle_sweep(*, now: datetime | None = None) -> dict[str, int]:
     counts = {action.value: 0 for action in Action if action is not Action.NONE}
     if not row.idle_reclaim_enabled:
         return counts
-    t = thresholds(row)
-    jobs = _candidates(now, t)
+    for policy in policies(row):
+        for action in _judge(policy, now):
+            counts[action.value] += 1
+    return counts
+
+
+def _judge(policy: Policy, now: datetime) -> list[Action]:
+    """The actions applied to the jobs `policy` covers."""
+    jobs, t = _candidates(now, policy), policy.t
     since = now - timedelta(seconds=t.window_s)
     activity = _by_job(
         jobs, pod_activity(namespaces=sorted({j.namespace for j in jobs}), since=since, until=now)
     )
+    done: list[Action] = []
     for job in jobs:
-        state = JobIdle(job.started_at or now, job.idle_reset_at, job.idle_warned_at, job.idle_exempt)
+        exempt = job.idle_exempt or policy.all_exempt
+        state = JobIdle(job.started_at or now, job.idle_reset_at, job.idle_warned_at, exempt)
         verdict = decide(state, activity[job.pk], now=now, t=t)
         if verdict.action is not Action.NONE and APPLY[verdict.action](job, verdict, now):
-            counts[verdict.action.value] += 1
-    return counts
+            done.append(verdict.action)
+    return done
 
 
 def _warn(job: Job, verdict: Verdict, now: datetime) -> bool:

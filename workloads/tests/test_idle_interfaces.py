@@ -10,7 +10,7 @@ from django.utils import timezone
 
 from tests.fixtures.personas import World, api_client, session_client
 from workloads.choices import JobState
-from workloads.models import Job, JobEvent
+from workloads.models import Job, JobEvent, QueueSettings
 
 pytestmark = pytest.mark.django_db
 
@@ -91,7 +91,10 @@ def test_the_usage_page_and_api_total_the_projects_reclaimed_hours(world: World)
     page = session_client(world.member).get("/jobs/projects/alpha/usage/").content.decode()
     assert "<strong>1.75</strong> GPU-hours given back" in page
     assert "1 job warned now, 1 suspended" in page
+    QueueSettings.objects.update_or_create(pk=1, defaults={"idle_interactive_window_s": 0})
     body = api_client(world.member).get("/api/v1/projects/alpha/idle-reclaim/").json()
+    assert body.pop("policy") == {"enabled": True, "util_pct": 5, "mem_change_pct": 5, "window_s": 1800,
+                                  "interactive_window_s": 0, "warning_s": 600, "max_snoozes": 2}  # fmt: skip
     assert body == {"project": "alpha", "reclaimed_gpu_hours": pytest.approx(1.75, abs=0.01),
                     "warned_jobs": 1, "suspended_jobs": 1}  # fmt: skip
     assert api_client(world.outsider).get("/api/v1/projects/alpha/idle-reclaim/").status_code == 404

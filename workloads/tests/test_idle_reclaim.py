@@ -40,10 +40,11 @@ def gpus(db: None) -> list[Gpu]:
     return make_gpus(make_node(), 2)
 
 
-def _job(world: World, *, minutes: int = 10) -> Job:
+def _job(world: World, *, minutes: int = 10, interactive: bool = False) -> Job:
     return Job.objects.create(
         project=world.alpha, owner=world.member, image="pytorch", gpus=1, node="gpu-node-0",
         state=JobState.RUNNING, started_at=timezone.now() - timedelta(minutes=minutes),
+        interactive=interactive,
     )  # fmt: skip
 
 
@@ -169,11 +170,43 @@ def test_an_exempt_job_is_never_reclaimed_and_only_managers_exempt(world: World,
     assert AuditLog.objects.filter(action="job.idle_exempt", actor=world.owner).exists()
 
 
+def test_an_interactive_job_is_judged_over_its_own_window(world: World, gpus: list[Gpu]) -> None:
+    # Both idle past the batch window; the notebook gets the interactive one (10 min here).
+    QueueSettings.objects.filter(pk=1).update(idle_interactive_window_s=600)
+    batch_job, notebook = _job(world, minutes=20), _job(world, minutes=20, interactive=True)
+    _ingest(gpus[0], batch_job, util=1, seconds=700)
+    _ingest(gpus[1], notebook, util=1, seconds=300)
+    assert idle_sweep()["warn"] == 1
+    assert Job.objects.get(pk=batch_job.pk).idle_warned_at is not None
+    assert Job.objects.get(pk=notebook.pk).idle_warned_at is None  # idle 5 of its 10 minutes
+    _ingest(gpus[1], notebook, util=1, seconds=700)
+    assert idle_sweep()["warn"] == 1
+    event = JobEvent.objects.get(job=notebook, reason="idle warning")
+    assert "GPUs idle for 10 min" in event.message
+
+
+def test_interactive_window_zero_never_reclaims_them_and_withdraws_a_warning(
+    world: World, gpus: list[Gpu]
+) -> None:
+    notebook = _job(world, interactive=True)
+    _ingest(gpus[0], notebook, util=1)
+    QueueSettings.objects.filter(pk=1).update(idle_interactive_window_s=WINDOW_S)
+    assert idle_sweep()["warn"] == 1
+    QueueSettings.objects.filter(pk=1).update(idle_interactive_window_s=0)
+    assert idle_sweep() == {"warn": 0, "suspend": 0, "withdraw": 1}
+    later = timezone.now() + timedelta(hours=3)
+    assert idle_sweep(now=later) == {"warn": 0, "suspend": 0, "withdraw": 0}
+    assert Job.objects.get(pk=notebook.pk).state == JobState.RUNNING
+
+
 def test_the_warning_cannot_outlast_the_window(db: None) -> None:
     # The suspension re-checks the sliding window: a longer warning would let a busy spike slide out unseen.
     with pytest.raises(ValidationError, match="cannot be longer"):
         QueueSettings(idle_window_s=600, idle_warning_s=601).full_clean()
     QueueSettings(idle_window_s=600, idle_warning_s=600).full_clean()
+    with pytest.raises(ValidationError, match="Shorter than the warning"):
+        QueueSettings(idle_window_s=600, idle_warning_s=600, idle_interactive_window_s=300).full_clean()
+    QueueSettings(idle_window_s=600, idle_warning_s=600, idle_interactive_window_s=0).full_clean()
 
 
 def test_sweeping_twice_warns_once_and_disabled_warns_nobody(world: World, gpus: list[Gpu]) -> None:
