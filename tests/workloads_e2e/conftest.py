@@ -18,6 +18,7 @@ from portal.localcluster import ClusterHandle
 from tests.fixtures.personas import World
 from tests.workloads_e2e.live_portal import portal_server  # noqa: F401 - the live daphne fixture
 from tests.workloads_e2e.procs import wait_for as wait_for
+from workloads.k8s import paths
 from workloads.k8s.client import RealKubeClient, set_client
 from workloads.tests.conftest import allow_images
 
@@ -65,3 +66,20 @@ def cluster_world(world: World, kube: RealKubeClient) -> World:
 def cluster_jobs(kube: RealKubeClient, namespace: str) -> list[dict[str, Any]]:
     body = kube.get(f"/apis/batch/v1/namespaces/{namespace}/jobs")
     return list((body or {}).get("items") or [])
+
+
+def drop_namespaces(kube: RealKubeClient, spaces: tuple[str, ...], timeout_s: float = 120) -> None:
+    """Delete what a test left in `spaces` and wait until their pods are gone (the next test wants
+    the nodes free). Jobs first: a pod of a Job that still exists keeps its job-tracking finalizer
+    until it ends, which a kwok pod being deleted never does, so the wait used to run out."""
+    for ns in spaces:
+        for job in (kube.get(paths.jobs(ns)) or {}).get("items") or []:
+            kube.delete(paths.job(ns, job["metadata"]["name"]))
+        for pod in (kube.get(paths.pods(ns)) or {}).get("items") or []:
+            kube.delete(f"{paths.pods(ns)}/{pod['metadata']['name']}")
+        kube.delete(paths.namespace(ns))
+
+    def gone() -> bool:
+        return not any(((kube.get(paths.pods(ns)) or {}).get("items") or []) for ns in spaces)
+
+    wait_for(gone, timeout_s, "the test's pods gone")

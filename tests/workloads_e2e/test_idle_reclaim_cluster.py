@@ -12,7 +12,6 @@ priority and runs again. The reclaimed GPU-hours show in the project's usage API
 
 from __future__ import annotations
 
-import contextlib
 import time
 from datetime import UTC, datetime
 from typing import Any
@@ -24,7 +23,7 @@ from gpu.ingest import ingest_batch
 from gpu.models import Node
 from gpu.tests.factories import batch, sample
 from tests.fixtures.personas import World, api_client
-from tests.workloads_e2e.conftest import wait_for
+from tests.workloads_e2e.conftest import drop_namespaces, wait_for
 from tests.workloads_e2e.test_queue_borrow_reclaim import _pods
 from workloads.admission.cycle import admission_pass
 from workloads.choices import JobState
@@ -150,11 +149,4 @@ def test_an_idle_job_is_warned_snoozed_suspended_and_resumed_a_busy_one_never(
         reasons = list(idle.events.values_list("reason", flat=True))
         assert {"idle warning", "idle warning snoozed", "resumed after idle suspension"} <= set(reasons)
     finally:
-        for ns in (world.alpha.namespace,):
-            for pod in (kube.get(paths.pods(ns)) or {}).get("items") or []:
-                kube.delete(f"{paths.pods(ns)}/{pod['metadata']['name']}")
-            kube.delete(paths.namespace(ns))
-        with contextlib.suppress(TimeoutError):
-            wait_for(
-                lambda: not (kube.get(paths.pods(world.alpha.namespace)) or {}).get("items"), 60, "pods gone"
-            )
+        drop_namespaces(kube, (world.alpha.namespace,), 60)

@@ -9,7 +9,6 @@ called inline (no worker).
 
 from __future__ import annotations
 
-import contextlib
 import uuid
 from typing import Any
 
@@ -17,7 +16,7 @@ import pytest
 
 from accounts.models import Quota
 from tests.fixtures.personas import World
-from tests.workloads_e2e.conftest import wait_for
+from tests.workloads_e2e.conftest import drop_namespaces, wait_for
 from tests.workloads_e2e.test_queue_cluster import _gpu_pod
 from workloads.admission.cycle import admission_pass
 from workloads.admission.live import live_cluster, node_states
@@ -127,14 +126,4 @@ def test_borrow_then_reclaim_then_resume(cluster_world: World, kube: RealKubeCli
         states = list(borrower.events.exclude(to_state="").values_list("to_state", flat=True))
         assert states[-4:] == ["preempted", "queued", "admitted", "running"]
     finally:
-        spaces = (fill_ns, a.namespace, b.namespace)
-        for ns in spaces:
-            for pod in (kube.get(paths.pods(ns)) or {}).get("items") or []:
-                kube.delete(f"{paths.pods(ns)}/{pod['metadata']['name']}")
-            kube.delete(paths.namespace(ns))
-
-        def gone() -> bool:  # free the nodes for the next test
-            return not any(((kube.get(paths.pods(ns)) or {}).get("items") or []) for ns in spaces)
-
-        with contextlib.suppress(TimeoutError):
-            wait_for(gone, 120, "the test's pods gone")
+        drop_namespaces(kube, (fill_ns, a.namespace, b.namespace))
