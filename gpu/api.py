@@ -5,7 +5,6 @@ from __future__ import annotations
 import time
 from typing import Any
 
-from django.core.exceptions import ValidationError
 from drf_spectacular.utils import OpenApiResponse, extend_schema
 from rest_framework import serializers, viewsets
 from rest_framework.request import Request
@@ -14,7 +13,7 @@ from rest_framework.views import APIView
 
 from gpu import app_settings, metrics, selectors
 from gpu.authentication import IsNodeAgent, NodeAgent, NodeTokenAuthentication, ServiceAccountAuthentication
-from gpu.ingest import ingest_batch, parse_body
+from gpu.ingest import ingest_batch, parse_body, refuse_unread
 from gpu.models import Gpu, Node
 
 
@@ -39,9 +38,7 @@ class IngestView(APIView):
         started = time.perf_counter()
         body = request._request.read(app_settings.max_body_bytes() + 1)
         if len(body) > app_settings.max_body_bytes():
-            raise ValidationError(
-                {"non_field_errors": ["The batch is too large; send at most 5000 samples."]}
-            )
+            raise refuse_unread("The batch is too large; send at most 5000 samples.")
         agent = request.user
         assert isinstance(agent, NodeAgent)  # noqa: S101 - IsNodeAgent guarantees it
         result = ingest_batch(node=agent.node, raw=parse_body(body))

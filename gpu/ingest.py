@@ -229,6 +229,13 @@ def ingest_batch(*, node: Node, raw: Any) -> IngestResult:
     return result
 
 
+def refuse_unread(message: str) -> ValidationError:
+    """A batch refused before its samples were read (too large, not JSON): counted as one refused
+    batch, with no samples (none were seen); the caller raises the error returned."""
+    counters.add({_counted("batches", "refused"): 1})
+    return ValidationError({"non_field_errors": [message]})
+
+
 def _counted(what: str, result: str) -> str:
     return counters.field(f"gpuportal_ingest_{what}", (result,))
 
@@ -255,4 +262,4 @@ def parse_body(body: bytes) -> Any:
     try:
         return orjson.loads(body)
     except orjson.JSONDecodeError:
-        raise ValidationError({"non_field_errors": ["The body is not valid JSON."]}) from None
+        raise refuse_unread("The body is not valid JSON.") from None

@@ -10,7 +10,7 @@ import pytest
 from django.db import connection
 from django.test import Client, override_settings
 
-from gpu import counters, metrics
+from gpu import app_settings, counters, metrics
 
 pytestmark = pytest.mark.django_db
 TOKEN = "counters-test-token-0123456789"
@@ -82,3 +82,17 @@ def test_deferred_counts_are_sent_by_the_process_own_thread() -> None:
         time.sleep(0.1)
     assert counters.series(counters.read(), "gpuportal_test") == {("a",): 3}
     assert not counters._pending
+
+
+def test_a_batch_refused_unread_counts_as_one_refused_batch(client: Client) -> None:
+    from gpu.tests.factories import make_node, node_token
+
+    node = make_node()
+    auth = {"Authorization": f"Bearer {node_token(node)}"}
+    too_big = b"[" + b" " * (app_settings.max_body_bytes() + 1) + b"]"
+    for body in (too_big, b"{not json"):
+        response = client.post("/api/v1/ingest/samples", body, content_type="application/json", headers=auth)
+        assert response.status_code == 400, response.content
+    totals = counters.read()
+    assert counters.series(totals, metrics.INGEST_BATCHES) == {("refused",): 2.0}
+    assert counters.series(totals, metrics.INGEST_SAMPLES) == {}
