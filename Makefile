@@ -68,10 +68,12 @@ images: venv proto system-deps
 test: lint typecheck layers pytest
 
 # The drills and model checks at the full size of docs reliability.md (hours, not in `make test`):
-# T05 200 jobs / 50 kills / 5 seeds, T06 500 x 50, T08 Postgres and Redis 5 min, API server 10 min
+# T05 200 jobs / 50 kills / 5 seeds, T06 500 x 50, T08 Postgres and Redis 5 min, API server 10 min,
+# T09 60 examples per operation and mode, 100 stateful scenarios of 12 steps
 # (the per-test timeout of `make test` is lifted: one drill alone takes longer).
 SOAK_TESTS ?= tests/workloads_e2e/test_outage_drills.py tests/workloads_e2e/test_chaos_worker_kill.py \
-              workloads/tests/test_t06_state_machine.py workloads/tests/test_t06_unknown.py
+              workloads/tests/test_t06_state_machine.py workloads/tests/test_t06_unknown.py \
+              tests/security/test_t09_schemathesis.py
 soak: venv proto system-deps cluster-build images
 	source deploy/setup/services.sh env
 	bash deploy/setup/services.sh up
