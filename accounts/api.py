@@ -252,7 +252,7 @@ class TokenViewSet(
     def get_queryset(self) -> Any:
         if getattr(self, "swagger_fake_view", False):
             return ApiToken.objects.none()
-        return selectors.token_list(user=request_user(self.request))
+        return selectors.token_list(user=request_user(self.request), revoked=False)
 
     @extend_schema(request=TokenCreateSerializer, responses={201: TokenCreatedSerializer})
     def create(self, request: Request) -> Response:

@@ -59,8 +59,11 @@ def membership_list(*, project: Project) -> QuerySet[Membership]:
     return Membership.objects.filter(project=project).select_related("user").order_by("user__email")
 
 
-def token_list(*, user: User) -> QuerySet[ApiToken]:
-    return ApiToken.objects.filter(user=user).order_by("-created_at")
+def token_list(*, user: User, revoked: bool = True) -> QuerySet[ApiToken]:
+    """The user's tokens, newest first; `revoked=False`: only those not revoked (the API's view: a
+    DELETE there revokes, and what it revoked is gone, 404; the tokens page keeps the history)."""
+    tokens = ApiToken.objects.filter(user=user).order_by("-created_at")
+    return tokens if revoked else tokens.filter(revoked_at__isnull=True)
 
 
 def audit_list(*, project: Project | None = None) -> QuerySet[AuditLog]:

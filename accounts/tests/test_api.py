@@ -79,6 +79,17 @@ def test_token_revoke_through_api(world: World) -> None:
     assert client.delete(f"/api/v1/tokens/{token_id}/").status_code == 204
     assert ApiToken.objects.get(pk=token_id).revoked_at is not None
     assert AuditLog.objects.filter(action="token.revoke", object_id=str(token_id)).exists()
+    # What DELETE revoked is gone from the API (the tokens page keeps the history).
+    assert client.get(f"/api/v1/tokens/{token_id}/").status_code == 404
+    assert token_id not in [row["id"] for row in client.get("/api/v1/tokens/").json()["results"]]
+    assert client.delete(f"/api/v1/tokens/{token_id}/").status_code == 404
+
+
+@pytest.mark.parametrize("query", ["page=", "page=last", "page=0", "page=x", "page_size="])
+def test_a_page_that_is_not_a_number_is_refused(world: World, query: str) -> None:
+    response = api_session_client(world.member).get(f"/api/v1/tokens/?{query}")
+    assert response.status_code == 400, response.content
+    assert "A whole number from 1" in response.json()["error"]["message"]
 
 
 def test_bad_token_input(world: World) -> None:

@@ -11,6 +11,7 @@ class Pagination(PageNumberPagination):
 
     page_size_query_param = "page_size"
     max_page_size = 200
+    last_page_strings = ()  # the schema says `page` is a number; DRF's "last" is not one
 
     def get_page_size(self, request: Request) -> int | None:
         raw = request.query_params.get(self.page_size_query_param)
@@ -19,6 +20,10 @@ class Pagination(PageNumberPagination):
                 {self.page_size_query_param: [f"A whole number from 1 to {self.max_page_size}."]}
             )
         return super().get_page_size(request)
+
+    def paginate_queryset(self, queryset: Any, request: Request, view: Any = None) -> Any:
+        self.check_query(request)
+        return super().paginate_queryset(queryset, request, view)
 
     def check_query(self, request: Request) -> None:
         """Refuse a bad `page` or `page_size` also where the answer does not come in pages (a CSV)."""

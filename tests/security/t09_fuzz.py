@@ -23,7 +23,7 @@ from django.db import close_old_connections, transaction
 from hypothesis import strategies as st
 from schemathesis import Case, GenerationMode
 from schemathesis.core.failures import Failure
-from schemathesis.specs.openapi.checks import positive_data_acceptance
+from schemathesis.specs.openapi.checks import negative_data_rejection, positive_data_acceptance
 
 from accounts import services as account_services
 from accounts.choices import TokenScope
@@ -45,12 +45,14 @@ SPEC_RULES = frozenset(
 )
 # "one of your projects": a foreign project is a field error by design, never a hint that it exists
 PROJECT = frozenset({"project"})
+UNIQUE_NAME = frozenset({"name"})  # a template's name is unique in its project
 RULES: dict[str, frozenset[str]] = {
     "POST /api/v1/jobs/": SPEC_RULES | PROJECT,
     "POST /api/v1/jobs/{id}/rerun/": SPEC_RULES,
-    "POST /api/v1/templates/": SPEC_RULES | PROJECT,
-    "PUT /api/v1/templates/{id}/": SPEC_RULES,
-    "PATCH /api/v1/templates/{id}/": SPEC_RULES,
+    "POST /api/v1/templates/": SPEC_RULES | PROJECT | UNIQUE_NAME,
+    "PUT /api/v1/templates/{id}/": SPEC_RULES | UNIQUE_NAME,
+    "PATCH /api/v1/templates/{id}/": SPEC_RULES | UNIQUE_NAME,
+    "POST /api/v1/jobs/{id}/template/": UNIQUE_NAME,
     "POST /api/v1/templates/{id}/submit/": SPEC_RULES,
     "POST /api/v1/grants/": PROJECT | {"until", "starts_at", "gpus"},  # a window ahead; the quota
     "POST /api/v1/tokens/": frozenset({"expires_at"}),  # in the future, at most 365 days away
@@ -86,6 +88,25 @@ def positive_data_acceptance_but_rules(ctx: Any, response: Any, case: Case[Any])
 CHECKS: dict[str, Any] = {
     "additional_checks": [positive_data_acceptance_but_rules],
     "excluded_checks": [positive_data_acceptance],
+}
+
+
+def negative_data_rejection_but_relabelled(ctx: Any, response: Any, case: Case[Any]) -> bool | None:
+    """Schemathesis's negative_data_rejection, except where Schemathesis itself reports the case as
+    a positive one: in a stateful step, values taken from a link's response can make a case
+    generated as negative valid again, and it is still checked as negative (upstream #2983, fixed
+    for other shapes in #2985; seen here on a template PUT whose only change came from the link)."""
+    try:
+        return negative_data_rejection(ctx, response, case)
+    except Failure as failure:
+        if "Invalid component: positive test case" in failure.message:
+            return None
+        raise
+
+
+STATEFUL_CHECKS: dict[str, Any] = {
+    "additional_checks": [positive_data_acceptance_but_rules, negative_data_rejection_but_relabelled],
+    "excluded_checks": [positive_data_acceptance, negative_data_rejection],
 }
 
 
@@ -221,7 +242,7 @@ def stateful_machine(schema: Any, caller: Caller) -> tuple[type[Any], int]:
                 headers=kwargs.get("headers"),
                 transport_kwargs=kwargs or None,
                 recorder=self.recorder,
-                **CHECKS,
+                **STATEFUL_CHECKS,
             )
 
     return Machine, links
