@@ -66,8 +66,18 @@ NOT_BLANK = "^\\s*[^\\s\\x00][^\\x00]*$"
 
 class PortalAutoSchema(AutoSchema):
     """Also: a request body whose serializer sets `rejects_unknown_fields` is a closed object
-    (`additionalProperties: false`), and a free-text request string carries the NO_NUL or NOT_BLANK
-    pattern."""
+    (`additionalProperties: false`), and a free-text request string or query parameter carries the
+    NO_NUL or NOT_BLANK pattern."""
+
+    def _get_parameters(self) -> list[dict[str, Any]]:
+        """A free-text query parameter carries NO_NUL too (portal.query_guard refuses a NUL)."""
+        parameters: list[dict[str, Any]] = super()._get_parameters()
+        for parameter in parameters:
+            schema = parameter.get("schema", {})
+            free_text = schema.get("type") == "string" and not {"format", "pattern", "enum"} & set(schema)
+            if parameter.get("in") == "query" and free_text:
+                parameter["schema"] = {**schema, "pattern": NO_NUL}
+        return parameters
 
     def _map_basic_serializer(self, serializer: Any, direction: Any) -> dict[str, Any]:
         schema: dict[str, Any] = super()._map_basic_serializer(serializer, direction)  # type: ignore[no-untyped-call]
