@@ -145,8 +145,7 @@ EVENTS = ", ".join(NotifyEvent.values)
 
 
 def notifications_of(user: User) -> dict[str, Any]:
-    events = {event: event not in user.email_muted for event in NotifyEvent.values}
-    return {"email": user.notify_by_email, "events": events}
+    return {"email": user.notify_by_email, "events": user.email_events()}
 
 
 class NotificationsView(GenericAPIView[User]):

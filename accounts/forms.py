@@ -41,8 +41,7 @@ class NotificationsForm(forms.Form):
 
     @classmethod
     def of(cls, user: User, data: Any = None) -> NotificationsForm:
-        initial = {event: event not in user.email_muted for event in NotifyEvent.values}
-        return cls(data, initial={"email": user.notify_by_email, **initial})
+        return cls(data, initial={"email": user.notify_by_email, **user.email_events()})
 
     def events(self) -> list[forms.BoundField]:
         return [self[value] for value in NotifyEvent.values]

@@ -11,7 +11,7 @@ from django.core.validators import MinValueValidator, RegexValidator
 from django.db import models
 from django.utils import timezone
 
-from accounts.choices import Role, TokenScope
+from accounts.choices import NotifyEvent, Role, TokenScope
 
 # A Kubernetes namespace name is a DNS-1123 label (<= 63 chars); the slug becomes "<prefix><slug>",
 # so it is kept to 40 characters to leave room for any prefix an operator configures.
@@ -35,6 +35,10 @@ class User(AbstractUser):
 
     def emails_about(self, event: str) -> bool:
         return self.notify_by_email and event not in self.email_muted
+
+    def email_events(self) -> dict[str, bool]:
+        """Each NotifyEvent: is it on (the box, not the master switch)."""
+        return {event: event not in self.email_muted for event in NotifyEvent.values}
 
 
 class Project(models.Model):

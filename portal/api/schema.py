@@ -64,6 +64,11 @@ NO_NUL = "^[^\\x00]*$"
 NOT_BLANK = "^\\s*[^\\s\\x00][^\\x00]*$"
 
 
+def _free_text(schema: dict[str, Any]) -> bool:
+    """A string schema that says nothing of its shape yet (no format, pattern or choices)."""
+    return schema.get("type") == "string" and not {"format", "pattern", "enum"} & set(schema)
+
+
 class PortalAutoSchema(AutoSchema):
     """Also: a request body whose serializer sets `rejects_unknown_fields` is a closed object
     (`additionalProperties: false`), and a free-text request string or query parameter carries the
@@ -74,8 +79,7 @@ class PortalAutoSchema(AutoSchema):
         parameters: list[dict[str, Any]] = super()._get_parameters()
         for parameter in parameters:
             schema = parameter.get("schema", {})
-            free_text = schema.get("type") == "string" and not {"format", "pattern", "enum"} & set(schema)
-            if parameter.get("in") == "query" and free_text:
+            if parameter.get("in") == "query" and _free_text(schema):
                 parameter["schema"] = {**schema, "pattern": NO_NUL}
         return parameters
 
@@ -89,8 +93,7 @@ class PortalAutoSchema(AutoSchema):
         schema = super()._map_serializer_field(field, direction, bypass_extensions)  # type: ignore[no-untyped-call]
         # A RegexField's own pattern is added after this hook (from its validator): leave it be.
         own_pattern = any(isinstance(v, RegexValidator) for v in getattr(field, "validators", []))
-        free_text = schema.get("type") == "string" and not {"format", "pattern", "enum"} & set(schema)
-        free_text = free_text and not own_pattern
+        free_text = _free_text(schema) and not own_pattern
         if direction == "request" and isinstance(field, serializers.CharField) and free_text:
             blank_refused = field.trim_whitespace and not field.allow_blank
             schema["pattern"] = NOT_BLANK if blank_refused else NO_NUL

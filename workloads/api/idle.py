@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+from dataclasses import asdict
 from typing import Any
 
 from drf_spectacular.utils import extend_schema, inline_serializer
@@ -15,6 +16,7 @@ from accounts.api import request_user
 from accounts.selectors import project_get
 from workloads.models import Job, QueueSettings
 from workloads.selectors import idle_reclaimed_gpu_hours, project_idle_summary
+from workloads.services.idle import thresholds
 
 
 class IdleSerializer(serializers.Serializer[Any]):
@@ -61,14 +63,11 @@ IdlePolicy = inline_serializer(
 
 
 def policy_of(row: QueueSettings) -> dict[str, Any]:
+    """The sweep's own thresholds (services.idle.thresholds), with the switch and the interactive window."""
     return {
         "enabled": row.idle_reclaim_enabled,
-        "util_pct": row.idle_util_pct,
-        "mem_change_pct": row.idle_mem_change_pct,
-        "window_s": row.idle_window_s,
+        **asdict(thresholds(row)),
         "interactive_window_s": row.idle_interactive_window_s,
-        "warning_s": row.idle_warning_s,
-        "max_snoozes": row.idle_max_snoozes,
     }
 
 
