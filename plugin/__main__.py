@@ -36,6 +36,13 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
         default=Path(env("GPU_PORTAL_POD_RESOURCES", str(DEFAULT_SOCKET))),
     )
     p.add_argument("--mps-root", type=Path, default=Path(env("GPU_PORTAL_MPS_ROOT", "/run/gpu-portal/mps")))
+    p.add_argument(
+        "--isolate-shm",
+        action=argparse.BooleanOptionalAction,
+        default=env("GPU_PORTAL_MPS_ISOLATE_SHM", "auto"),
+        help="each MPS daemon in its own mount namespace with the GPU's shm directory as /dev/shm "
+        "(needs CAP_SYS_ADMIN; default: on with real NVML, off simulated)",
+    )
     p.add_argument("--recovery-s", type=float, default=float(env("GPU_PORTAL_RECOVERY_S", "300")))
     p.add_argument("--log-level", default=env("GPU_PORTAL_LOG_LEVEL", "INFO"))
     return p.parse_args(argv)
@@ -67,6 +74,8 @@ def main(argv: list[str] | None = None) -> int:
         pod_resources_socket=args.pod_resources_socket,
         mps_root=args.mps_root,
         mps_command=list(mps.REAL_COMMAND if sim is None else mps.STANDIN_COMMAND),
+        mps_control=list(mps.REAL_CONTROL if sim is None else mps.STANDIN_CONTROL),
+        isolate_shm=sim is None if args.isolate_shm == "auto" else args.isolate_shm in (True, "1", "true"),
         recovery_s=args.recovery_s,
     )
     daemon = PluginDaemon(lib, cfg, on_grant=None if sim is None else _feedback(sim))

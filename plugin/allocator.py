@@ -122,7 +122,8 @@ def grant_shared(shares: Sequence[SharedShare], device_ids: Iterable[str], mps_h
         (f"{CONTAINER_MPS_ROOT}/{s.uuid}/pipe", f"{mps_host_root}/{s.uuid}/pipe", False) for s in ordered
     ]
     mounts += [(f"{CONTAINER_MPS_ROOT}/{s.uuid}/log", f"{mps_host_root}/{s.uuid}/log", True) for s in ordered]
-    mounts.append(("/dev/shm", f"{mps_host_root}/shm", False))  # noqa: S108 - MPS talks through shm
+    # MPS talks through /dev/shm: the primary GPU's own directory, which its daemon has as /dev/shm.
+    mounts.append(("/dev/shm", f"{mps_host_root}/{primary}/shm", False))  # noqa: S108
     return Grant(envs=envs, mounts=mounts)
 
 

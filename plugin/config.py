@@ -1,8 +1,9 @@
 """Per-GPU sharing mode, read live from a JSON file the portal writes (a mounted ConfigMap).
 
-Shape: {"gpus": {"<uuid>": {"mode": "exclusive"|"shared", "slices": N, "in_service": false}}}. GPUs
-not named get the daemon's defaults; `in_service: false` (the portal took it out, or found it
-unhealthy) means the GPU is not offered: Unhealthy in ListAndWatch until the flag goes. The file
+Shape: {"gpus": {"<uuid>": {"mode": "exclusive"|"shared", "slices": N, "in_service": false,
+"cross_project": true}}}. GPUs not named get the daemon's defaults; `in_service: false` (the portal
+took it out, or found it unhealthy) means the GPU is not offered: Unhealthy in ListAndWatch until the
+flag goes; `cross_project: true` lets a shared GPU hold slices of several projects at once. The file
 is polled by (inode, mtime, size), because a ConfigMap update swaps a symlink rather than writing
 in place; a bad file is logged and the last good one is kept.
 """
@@ -48,11 +49,18 @@ def out_of_service(text: str) -> frozenset[str]:
     return frozenset(uuid for uuid, entry in gpus.items() if entry.get("in_service", True) is False)
 
 
+def cross_project(text: str) -> frozenset[str]:
+    """The GPUs whose entry says `"cross_project": true` (call after `parse` accepted `text`)."""
+    gpus: dict[str, Any] = json.loads(text)["gpus"]
+    return frozenset(uuid for uuid, entry in gpus.items() if entry.get("cross_project", False) is True)
+
+
 def _mode(uuid: str, entry: Any, default: Mode) -> Mode:
     if not isinstance(entry, dict) or entry.get("mode") not in ("exclusive", "shared"):
         raise ValueError(f"{uuid}: mode must be 'exclusive' or 'shared'")
-    if not isinstance(entry.get("in_service", True), bool):
-        raise ValueError(f"{uuid}: in_service must be true or false")
+    for flag in ("in_service", "cross_project"):
+        if not isinstance(entry.get(flag, flag == "in_service"), bool):
+            raise ValueError(f"{uuid}: {flag} must be true or false")
     if entry["mode"] == "exclusive":
         return EXCLUSIVE
     slices = entry.get("slices", default.slices)
@@ -70,6 +78,7 @@ class ConfigFile:
         self._stamp: tuple[int, int, int] | None = None
         self.modes: dict[str, Mode] = {}
         self.out_of_service: frozenset[str] = frozenset()
+        self.cross_project: frozenset[str] = frozenset()
         self.errors = 0
 
     def poll(self) -> bool:
@@ -97,12 +106,14 @@ class ConfigFile:
             self.errors += 1
             log.error("sharing config %s rejected, keeping the previous one: %s", self.path, exc)
             return False
-        return self._replace(modes, out_of_service(text))
+        return self._replace(modes, out_of_service(text), cross_project(text))
 
-    def _replace(self, modes: dict[str, Mode], out: frozenset[str] = frozenset()) -> bool:
+    def _replace(
+        self, modes: dict[str, Mode], out: frozenset[str] = frozenset(), cross: frozenset[str] = frozenset()
+    ) -> bool:
         """True when the modes changed (`out_of_service` is applied at once, never waits: see daemon)."""
         changed = modes != self.modes
-        self.modes, self.out_of_service = modes, out
+        self.modes, self.out_of_service, self.cross_project = modes, out, cross
         return changed
 
     def mode_for(self, uuid: str) -> Mode:

@@ -18,18 +18,16 @@ from pathlib import Path
 import grpc
 
 from plugin import config as sharing
-from plugin import podresources
-from plugin._proto import deviceplugin_pb2 as pb
-from plugin.devices import RESOURCE_GPU, RESOURCE_SHARED, discover
+from plugin import mpslimits, podresources
+from plugin.devices import RESOURCE_GPU, RESOURCE_SHARED, discover, parse_device_id
 from plugin.health import HealthMonitor
-from plugin.mps import STANDIN_COMMAND, MpsSupervisor
+from plugin.mps import STANDIN_COMMAND, STANDIN_CONTROL, MpsSupervisor
 from plugin.nvml import NvmlLib
 from plugin.registration import KUBELET_SOCKET, KubeletSocketWatch, register, self_dial
-from plugin.server import DevicePluginServicer, OnGrant, SocketServer
+from plugin.server import DevicePluginServicer, OnGrant, SocketServer, options
 from plugin.state import NodeState
 
 log = logging.getLogger(__name__)
-OPTIONS = pb.DevicePluginOptions(pre_start_required=False, get_preferred_allocation_available=True)
 SOCKETS = {RESOURCE_GPU: "gpu-portal-gpu.sock", RESOURCE_SHARED: "gpu-portal-gpu-shared.sock"}
 
 
@@ -42,6 +40,8 @@ class PluginConfig:
     pod_resources_socket: Path | None = None
     mps_root: Path = Path("/run/gpu-portal/mps")
     mps_command: list[str] = field(default_factory=lambda: list(STANDIN_COMMAND))
+    mps_control: list[str] = field(default_factory=lambda: list(STANDIN_CONTROL))
+    isolate_shm: bool = False
     recovery_s: float = 300.0
     busy_grace_s: float = 10.0
     tick_s: float = 0.25
@@ -77,7 +77,10 @@ class PluginDaemon:
         self.health = HealthMonitor(
             lib, [g.uuid for g in self.node.gpus], self.state.set_health, recovery_s=cfg.recovery_s
         )
-        self.mps = MpsSupervisor(cfg.mps_root, cfg.mps_command, on_change=self.state.set_mps_down)
+        self.mps = MpsSupervisor(
+            cfg.mps_root, cfg.mps_command, on_change=self.state.set_mps_down, isolate_shm=cfg.isolate_shm
+        )
+        self.limits = mpslimits.LimitWriter(cfg.mps_root, cfg.mps_control)
         self.resources = {
             name: _Resource(name, SocketServer(cfg.plugin_dir / sock, self._servicer(name, on_grant)))
             for name, sock in SOCKETS.items()
@@ -85,11 +88,18 @@ class PluginDaemon:
         self.watch = KubeletSocketWatch(cfg.plugin_dir / KUBELET_SOCKET)
         self.pending: list[str] = []
         self._last_busy_poll = 0.0
+        self._last_limits = 0.0
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, name="control", daemon=True)
 
     def _servicer(self, name: str, on_grant: OnGrant | None) -> DevicePluginServicer:
-        return DevicePluginServicer(name, self.state, mps_host_root=str(self.cfg.mps_root), on_grant=on_grant)
+        return DevicePluginServicer(
+            name,
+            self.state,
+            mps_host_root=str(self.cfg.mps_root),
+            on_grant=on_grant,
+            pre_start=self._pre_start if name == RESOURCE_SHARED else None,
+        )
 
     def start(self) -> None:
         self.cfg.plugin_dir.mkdir(parents=True, exist_ok=True)
@@ -138,6 +148,7 @@ class PluginDaemon:
         # Not offering a GPU never waits for it to be free: Unhealthy only stops new allocations.
         self.state.set_out_of_service(self.config.out_of_service)
         self.mps.ensure(self.state.shared_uuids())
+        self._refresh_limits()
 
     def _register(self, res: _Resource) -> None:
         now = time.monotonic()
@@ -150,7 +161,7 @@ class PluginDaemon:
                 self.watch.path,
                 endpoint=res.server.path.name,
                 resource=res.name,
-                options=OPTIONS,
+                options=options(res.name),
                 timeout_s=2,
             )
         except grpc.RpcError as exc:
@@ -177,12 +188,43 @@ class PluginDaemon:
         if self.pending:
             log.info("mode change waiting for GPUs to be free: %s", self.pending)
 
-    def _busy(self) -> set[str] | None:
+    def _holders(self) -> list[podresources.Holder] | None:
         if self.cfg.pod_resources_socket is None:
             return None
         try:
-            holders = podresources.list_holders(self.cfg.pod_resources_socket)
+            return podresources.list_holders(self.cfg.pod_resources_socket)
         except grpc.RpcError as exc:
-            log.warning("PodResources unavailable (%s): mode changes wait", exc.code())
+            log.warning("PodResources unavailable (%s)", exc.code())
             return None
-        return podresources.busy_gpus(holders, tuple(SOCKETS))
+
+    def _busy(self) -> set[str] | None:
+        holders = self._holders()  # None: usage unknown, so mode changes wait
+        return None if holders is None else podresources.busy_gpus(holders, tuple(SOCKETS))
+
+    def _pre_start(self, ids: list[str]) -> str | None:
+        """A shared container about to start: refuse it on a GPU another project holds (fail closed
+        when the kubelet cannot say who holds what), and set its project's limits first."""
+        holders = self._holders()
+        if holders is None:
+            return "PodResources unavailable: cannot tell which project these slices are for"
+        refused = mpslimits.conflict(holders, ids, self.config.cross_project)
+        if refused:
+            return refused
+        failed = set(self._apply_limits(holders)) & {parse_device_id(d)[0] for d in ids}
+        return f"MPS limits could not be set on {sorted(failed)}" if failed else None
+
+    def _apply_limits(self, holders: list[podresources.Holder]) -> list[str]:
+        shared = self.state.shared_uuids()
+        slices = {u: self.state.mode(u).slices for u in shared}
+        memory = {g.uuid: g.memory_mib for g in self.node.gpus if g.uuid in shared}
+        return self.limits.apply(mpslimits.limits(holders, slices, memory))
+
+    def _refresh_limits(self) -> None:
+        """Follow containers that ended: a project's ceiling drops with the slices it still holds."""
+        now = time.monotonic()
+        if now - self._last_limits < self.cfg.busy_poll_s:
+            return
+        self._last_limits = now
+        holders = self._holders()
+        if holders is not None:
+            self._apply_limits(holders)

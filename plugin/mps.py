@@ -1,9 +1,11 @@
 """One MPS control daemon per shared GPU, supervised: started, restarted on crash with backoff.
 
-Each daemon gets its own pipe and log directories under `root/<uuid>/` (mounted into the containers
-that hold slices of that GPU, see allocator.grant_shared). With the real backend the command is
-`nvidia-cuda-mps-control -f` (foreground, so we can watch it); with the simulated backend a stand-in
-python process that just sleeps is supervised by exactly the same code.
+Each daemon gets its own pipe, log and shm directories under `root/<uuid>/` (mounted into the
+containers that hold slices of that GPU, see allocator.grant_shared). MPS talks through /dev/shm, so
+with `isolate_shm` each daemon runs in its own mount namespace with `root/<uuid>/shm` bound on
+/dev/shm: containers on one GPU share that directory, and no other. With the real backend the
+command is `nvidia-cuda-mps-control -f` (foreground, so we can watch it); with the simulated backend
+plugin/simmps.py plays the daemon, supervised by exactly the same code.
 """
 
 from __future__ import annotations
@@ -21,7 +23,21 @@ from pathlib import Path
 log = logging.getLogger(__name__)
 
 REAL_COMMAND = ["nvidia-cuda-mps-control", "-f"]
-STANDIN_COMMAND = [sys.executable, "-c", "import time\nwhile True: time.sleep(3600)"]
+REAL_CONTROL = ["nvidia-cuda-mps-control"]
+_SIM = str(Path(__file__).with_name("simmps.py"))
+STANDIN_COMMAND = [sys.executable, _SIM]
+STANDIN_CONTROL = [sys.executable, _SIM, "control"]
+# A private mount namespace whose /dev/shm is the GPU's own directory ($0), then the daemon ($@).
+SHM_WRAPPER = [
+    "unshare",
+    "--mount",
+    "--propagation",
+    "private",
+    "--",
+    "sh",
+    "-c",
+    'mount --bind "$0" /dev/shm && exec "$@"',
+]
 
 
 @dataclass
@@ -45,9 +61,11 @@ class MpsSupervisor:
         backoff_max_s: float = 30.0,
         stable_s: float = 60.0,
         tick_s: float = 0.2,
+        isolate_shm: bool = False,
     ) -> None:
         self.root = root
         self.command = command
+        self.isolate_shm = isolate_shm
         self.on_change = on_change
         self.backoff_initial_s = backoff_initial_s
         self.backoff_max_s = backoff_max_s
@@ -125,17 +143,25 @@ class MpsSupervisor:
         if now >= d.not_before:
             self._spawn(d, now)
 
+    def argv(self, uuid: str) -> list[str]:
+        if not self.isolate_shm:
+            return list(self.command)
+        return [*SHM_WRAPPER, str(self.root / uuid / "shm"), *self.command]
+
     def _spawn(self, d: _Daemon, now: float) -> None:
-        pipe, logs = self.root / d.uuid / "pipe", self.root / d.uuid / "log"
-        pipe.mkdir(parents=True, exist_ok=True)
-        logs.mkdir(parents=True, exist_ok=True)
+        pipe, logs, shm = (self.root / d.uuid / sub for sub in ("pipe", "log", "shm"))
+        for path in (pipe, logs, shm):
+            path.mkdir(parents=True, exist_ok=True)
+        shm.chmod(0o1777)  # as /dev/shm itself: every project UID on this GPU may create segments
         env = os.environ | {
             "CUDA_VISIBLE_DEVICES": d.uuid,
             "CUDA_MPS_PIPE_DIRECTORY": str(pipe),
             "CUDA_MPS_LOG_DIRECTORY": str(logs),
         }
         try:
-            d.proc = subprocess.Popen(self.command, env=env, stdin=subprocess.DEVNULL, start_new_session=True)
+            d.proc = subprocess.Popen(
+                self.argv(d.uuid), env=env, stdin=subprocess.DEVNULL, start_new_session=True
+            )
         except OSError as exc:
             log.error("cannot start MPS daemon for %s: %s", d.uuid, exc)
             d.not_before = now + max(self.backoff_initial_s, d.backoff)

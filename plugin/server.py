@@ -20,6 +20,15 @@ log = logging.getLogger(__name__)
 HEALTHY, UNHEALTHY = "Healthy", "Unhealthy"
 STREAM_POLL_S = 0.5  # how often an idle ListAndWatch checks whether the kubelet went away
 OnGrant = Callable[[dict[str, float]], None]
+PreStart = Callable[[list[str]], str | None]  # device ids -> why the container must not start, or None
+
+
+def options(resource: str) -> pb.DevicePluginOptions:
+    """The shared resource asks for PreStartContainer: the one moment the kubelet has recorded which
+    pod holds the slices (PodResources) and the container has not started yet."""
+    return pb.DevicePluginOptions(
+        pre_start_required=resource == RESOURCE_SHARED, get_preferred_allocation_available=True
+    )
 
 
 def to_device(view: DeviceView) -> pb.Device:
@@ -34,17 +43,24 @@ def to_response(grant: allocator.Grant) -> pb.ContainerAllocateResponse:
 
 class DevicePluginServicer(pb_grpc.DevicePluginServicer):
     def __init__(
-        self, resource: str, state: NodeState, *, mps_host_root: str, on_grant: OnGrant | None
+        self,
+        resource: str,
+        state: NodeState,
+        *,
+        mps_host_root: str,
+        on_grant: OnGrant | None,
+        pre_start: PreStart | None = None,
     ) -> None:
         self.resource = resource
         self.state = state
         self.mps_host_root = mps_host_root
         self.on_grant = on_grant
+        self.pre_start = pre_start
 
     def GetDevicePluginOptions(
         self, request: pb.Empty, context: grpc.ServicerContext
     ) -> pb.DevicePluginOptions:
-        return pb.DevicePluginOptions(pre_start_required=False, get_preferred_allocation_available=True)
+        return options(self.resource)
 
     def ListAndWatch(
         self, request: pb.Empty, context: grpc.ServicerContext
@@ -107,6 +123,11 @@ class DevicePluginServicer(pb_grpc.DevicePluginServicer):
     def PreStartContainer(
         self, request: pb.PreStartContainerRequest, context: grpc.ServicerContext
     ) -> pb.PreStartContainerResponse:
+        if self.pre_start is not None:
+            refused = self.pre_start(list(request.devices_ids))
+            if refused:
+                log.warning("PreStartContainer %s refused: %s", self.resource, refused)
+                context.abort(grpc.StatusCode.FAILED_PRECONDITION, refused)
         return pb.PreStartContainerResponse()
 
 

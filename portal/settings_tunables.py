@@ -43,6 +43,8 @@ GPUPORTAL_TENANT_ROLE_BINDINGS = _tenant_role_bindings()
 GPUPORTAL_PROVISIONER_QUEUE = env.str("GPUPORTAL_PROVISIONER_QUEUE", default="")
 
 # GPU jobs (workloads/app_settings.py reads these lazily).
+# Project pods run as UID = GID = this base + the project's id (docs/operator-guide.md, Security).
+GPUPORTAL_PROJECT_UID_BASE = env.int("GPUPORTAL_PROJECT_UID_BASE", default=100_000)
 GPUPORTAL_JOB_LOG_TAIL_BYTES = env.int("GPUPORTAL_JOB_LOG_TAIL_BYTES", default=256 * 1024)
 # Copies the kwok demo annotations (run time, exit code) into pods: the local cluster only.
 GPUPORTAL_JOB_SIMULATION = env.bool("GPUPORTAL_JOB_SIMULATION", default=False)

@@ -66,8 +66,10 @@ def job_unknown_s() -> float:
     return float(str(_get("GPUPORTAL_JOB_UNKNOWN_SECONDS", 600)))
 
 
-def run_as_user() -> int:
-    return int(str(_get("GPUPORTAL_JOB_RUN_AS_USER", 1000)))
+def project_posix_id(project_pk: int) -> int:
+    """The UID and GID every pod of one project runs as: the base plus the project's id, so no two
+    projects share one (MPS runs one server per UID; /dev/shm and volume files are owned by it)."""
+    return int(str(_get("GPUPORTAL_PROJECT_UID_BASE", 100_000))) + project_pk
 
 
 def lease_namespace() -> str:

@@ -5,7 +5,9 @@ Like the kubelet it serves Registration on `<plugin_dir>/kubelet.sock`; on Regis
 plugin's endpoint, asks GetDevicePluginOptions and keeps a ListAndWatch stream open. `stop()` deletes
 kubelet.sock and wipes the plugin sockets, as a kubelet restart does; `start()` brings it back.
 `create_pod` does what the kubelet's device manager does: pick free healthy devices (asking
-GetPreferredAllocation), call Allocate, and remember the assignment for PodResources List.
+GetPreferredAllocation), call Allocate, remember the assignment for PodResources List, then, where
+the plugin asked for it, call PreStartContainer before the container would start. A refused
+PreStartContainer fails the pod here (the real kubelet retries the container; it never runs).
 """
 
 from __future__ import annotations
@@ -209,6 +211,15 @@ class TestKubelet:
         resp = self.allocate(resource, ids)
         with self._cond:
             self.pods.append(PodContainer(namespace, pod, container, resource, tuple(ids)))
+            pre_start = self.conns[resource].options.pre_start_required
+        if pre_start:
+            try:
+                self._stub(resource).PreStartContainer(
+                    pb.PreStartContainerRequest(devices_ids=ids), timeout=RPC_TIMEOUT_S
+                )
+            except grpc.RpcError:
+                self.delete_pod(namespace, pod)
+                raise
         return resp
 
     def delete_pod(self, namespace: str, pod: str) -> None:

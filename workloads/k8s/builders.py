@@ -48,8 +48,8 @@ def _container_security() -> JSON:
     }
 
 
-def _pod_security() -> JSON:
-    uid = app_settings.run_as_user()
+def _pod_security(job: Job) -> JSON:
+    uid = app_settings.project_posix_id(job.project_id)
     return {
         "runAsNonRoot": True,
         "runAsUser": uid,
@@ -107,7 +107,7 @@ def _pod_spec(job: Job, claims: dict[str, ProjectVolume]) -> JSON:
         "restartPolicy": "Never",
         "automountServiceAccountToken": False,
         "enableServiceLinks": False,
-        "securityContext": _pod_security(),
+        "securityContext": _pod_security(job),
         "containers": [_container(job, mounts)],
     }
     if volumes:

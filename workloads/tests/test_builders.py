@@ -26,7 +26,7 @@ SECURITY = {
 
 
 def make_job(**fields: object) -> Job:
-    project = Project(slug="alpha", name="Alpha")
+    project = Project(pk=7, slug="alpha", name="Alpha")
     defaults: dict[str, object] = {
         "uid": UID,
         "project": project,
@@ -66,9 +66,9 @@ def test_build_job_renders_the_restricted_suspended_job() -> None:
                     "enableServiceLinks": False,
                     "securityContext": {
                         "runAsNonRoot": True,
-                        "runAsUser": 1000,
-                        "runAsGroup": 1000,
-                        "fsGroup": 1000,
+                        "runAsUser": 100_007,
+                        "runAsGroup": 100_007,
+                        "fsGroup": 100_007,
                         "seccompProfile": {"type": "RuntimeDefault"},
                     },
                     "nodeSelector": {"nvidia.com/gpu.product": "NVIDIA-GeForce-RTX-5090"},
@@ -91,6 +91,19 @@ def test_build_job_renders_the_restricted_suspended_job() -> None:
             },
         },
     }
+
+
+@override_settings(GPUPORTAL_PROJECT_UID_BASE=200_000)
+def test_each_project_runs_as_its_own_uid_and_gid() -> None:
+    """Two tenants never share a UID: MPS would put them in one server, /dev/shm files in one owner."""
+    contexts = []
+    for pk, slug in ((3, "alpha"), (4, "beta")):
+        job = make_job(project=Project(pk=pk, slug=slug, name=slug))
+        contexts.append(builders.build_job(job, simulation=False)["spec"]["template"]["spec"]["securityContext"])
+    assert [(c["runAsUser"], c["runAsGroup"], c["fsGroup"]) for c in contexts] == [
+        (200_003, 200_003, 200_003),
+        (200_004, 200_004, 200_004),
+    ]
 
 
 def test_mps_slices_become_shared_gpu_requests_equal_to_limits() -> None:
