@@ -99,7 +99,8 @@ def test_each_project_runs_as_its_own_uid_and_gid() -> None:
     contexts = []
     for pk, slug in ((3, "alpha"), (4, "beta")):
         job = make_job(project=Project(pk=pk, slug=slug, name=slug))
-        contexts.append(builders.build_job(job, simulation=False)["spec"]["template"]["spec"]["securityContext"])
+        pod = builders.build_job(job, simulation=False)["spec"]["template"]["spec"]
+        contexts.append(pod["securityContext"])
     assert [(c["runAsUser"], c["runAsGroup"], c["fsGroup"]) for c in contexts] == [
         (200_003, 200_003, 200_003),
         (200_004, 200_004, 200_004),
