@@ -61,6 +61,8 @@ class GpuInline(admin.TabularInline):  # type: ignore[type-arg]
         "memory_mib",
         "sharing_mode",
         "slices",
+        "cross_project",
+        "isolation",
         "health",
         "health_reason",
         "in_service",
@@ -161,7 +163,10 @@ class GpuActionForm(ActionForm):
 class GpuAdmin(AuditedAdmin):
     change_form_template = "admin/gpu/gpu/change_form.html"
     action_form = GpuActionForm
-    list_display = ("__str__", "uuid", "model", "sharing_mode", "slices", "health", "in_service", "last_seen")
+    list_display = (
+        *("__str__", "uuid", "model", "sharing_mode", "slices", "isolation", "health", "in_service"),
+        "last_seen",
+    )
     list_filter = ("sharing_mode", "health", "in_service", "node")
     search_fields = ("uuid", "node__name")
     readonly_fields = (
@@ -172,6 +177,8 @@ class GpuAdmin(AuditedAdmin):
         "memory_mib",
         "sharing_mode",
         "slices",
+        "cross_project",
+        "isolation",
         "health",
         "health_reason",
         "last_bad_at",
@@ -184,6 +191,8 @@ class GpuAdmin(AuditedAdmin):
     actions = (
         "set_exclusive",
         "set_shared",
+        "allow_cross_project",
+        "one_project_at_a_time",
         "take_out_of_service",
         "return_to_service",
         "force_healthy",
@@ -215,6 +224,29 @@ class GpuAdmin(AuditedAdmin):
                 gpu=gpu, mode=SharingMode.SHARED, slices=slices, actor=_actor(request), request=request
             )
         self.message_user(request, f"Shared with {slices} slices; sent to the device plugin.")
+
+    @admin.display(description="Tenant isolation")
+    def isolation(self, gpu: Gpu) -> str:
+        return gpu.isolation
+
+    @admin.action(description="Allow cross-project sharing (weaker isolation)")
+    def allow_cross_project(self, request: HttpRequest, queryset: QuerySet[Gpu]) -> None:
+        self._cross_project(request, queryset, allowed=True)
+
+    @admin.action(description="One project at a time (default)")
+    def one_project_at_a_time(self, request: HttpRequest, queryset: QuerySet[Gpu]) -> None:
+        self._cross_project(request, queryset, allowed=False)
+
+    def _cross_project(self, request: HttpRequest, queryset: QuerySet[Gpu], *, allowed: bool) -> None:
+        for gpu in queryset.select_related("node"):
+            services.gpu_set_cross_project(gpu=gpu, allowed=allowed, actor=_actor(request), request=request)
+        self.message_user(
+            request,
+            "Cross-project sharing allowed: these GPUs' tenants share /dev/shm and the MPS daemon."
+            if allowed
+            else "One project at a time on these GPUs; sent to the device plugin.",
+            messages.WARNING if allowed else messages.SUCCESS,
+        )
 
     @admin.action(description="Take out of service")
     def take_out_of_service(self, request: HttpRequest, queryset: QuerySet[Gpu]) -> None:

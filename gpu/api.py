@@ -52,8 +52,8 @@ class GpuSerializer(serializers.ModelSerializer[Gpu]):
 
     class Meta:
         model = Gpu
-        fields = ["uuid", "node", "index", "model", "memory_mib", "sharing_mode", "slices", "health",
-                  "in_service", "last_seen"]  # fmt: skip
+        fields = ["uuid", "node", "index", "model", "memory_mib", "sharing_mode", "slices", "cross_project",
+                  "health", "in_service", "last_seen"]  # fmt: skip
         read_only_fields = fields
 
 

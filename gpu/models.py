@@ -81,6 +81,11 @@ class Gpu(models.Model):
     memory_mib = models.PositiveIntegerField(default=0)
     sharing_mode = models.CharField(max_length=16, choices=SharingMode.choices, default=SharingMode.EXCLUSIVE)
     slices = models.PositiveSmallIntegerField(default=1, help_text="MPS slices when shared (1..48).")
+    cross_project = models.BooleanField(
+        default=False,
+        help_text="Shared GPU only: slices of several projects at once. Weaker isolation: they share "
+        "the GPU's /dev/shm and MPS daemon, and MPS runs their servers in turn (operator guide, Security).",
+    )
     health = models.CharField(max_length=16, choices=GpuHealth.choices, default=GpuHealth.UNKNOWN)
     in_service = models.BooleanField(default=True, help_text="Out of service: the plugin stops offering it.")
     ecc_sbe = models.PositiveBigIntegerField(default=0, help_text="Last correctable ECC count reported.")
@@ -101,16 +106,26 @@ class Gpu(models.Model):
         return f"{self.node.name}/{self.index}"
 
     @property
+    def isolation(self) -> str:
+        """How a shared GPU separates tenants, in the admin's words."""
+        if self.sharing_mode != SharingMode.SHARED:
+            return "whole GPU"
+        return "cross-project (weaker)" if self.cross_project else "one project at a time"
+
+    @property
     def offered(self) -> bool:
         """Whether the plugin may hand it out: in service and not unhealthy (docs/operator-guide.md)."""
         return self.in_service and self.health != GpuHealth.UNHEALTHY
 
     @property
     def plugin_entry(self) -> dict[str, Any]:
-        """This GPU's entry in the plugin's sharing config: {"mode", "slices"}, plus a service flag."""
+        """This GPU's entry in the plugin's sharing config: {"mode", "slices"}, plus the service and
+        cross-project flags."""
         entry: dict[str, Any] = {"mode": "exclusive"}
         if self.sharing_mode == SharingMode.SHARED:
             entry = {"mode": "shared", "slices": int(self.slices)}
+            if self.cross_project:
+                entry["cross_project"] = True
         if not self.offered:
             entry["in_service"] = False
         return entry

@@ -128,6 +128,14 @@ def shared_slices_by_node(*, include_deleted: bool = False) -> dict[str, list[in
     return out
 
 
+def cross_project_nodes() -> frozenset[str]:
+    """Nodes whose shared GPUs are all marked cross-project: the only nodes where the admission
+    queue puts slices of several projects side by side."""
+    shared = gpu_list().filter(sharing_mode=SharingMode.SHARED)
+    closed = set(shared.filter(cross_project=False).values_list("node__name", flat=True))
+    return frozenset(set(shared.values_list("node__name", flat=True)) - closed)
+
+
 def unoffered_whole_by_node() -> dict[str, int]:
     """Node name -> its exclusive GPUs the plugin is told not to offer (unhealthy or out of service)."""
     out: dict[str, int] = {}

@@ -169,6 +169,28 @@ def gpu_set_sharing(
     return gpu
 
 
+def gpu_set_cross_project(
+    *, gpu: Gpu, allowed: bool, actor: User | None, request: HttpRequest | None = None
+) -> Gpu:
+    """Let a shared GPU hold slices of several projects at once (weaker isolation), or not. Jobs
+    already placed stay; the next placements follow the new rule (admission and the plugin)."""
+    before = {"cross_project": gpu.cross_project}
+    gpu.cross_project = allowed
+    gpu.save(update_fields=["cross_project"])
+    text = "cross-project sharing allowed" if allowed else "one project at a time"
+    GpuEvent.objects.create(gpu=gpu, kind=GpuEventKind.SHARING, message=text)
+    audit_record(
+        actor=_actor(actor),
+        action="gpu.cross_project",
+        obj=gpu,
+        before=before,
+        after={"cross_project": allowed},
+        request=request,
+    )
+    node_reconcile_enqueue(node=gpu.node)
+    return gpu
+
+
 def gpu_set_in_service(
     *, gpu: Gpu, in_service: bool, actor: User | None, request: HttpRequest | None = None
 ) -> Gpu:

@@ -92,6 +92,24 @@ def _used(pods: Iterable[Obj], resource: str, parse: Callable[[object], int] = _
     return used
 
 
+def _tenants(pods: Iterable[Obj]) -> dict[str, dict[str, int]]:
+    """Node -> project -> bound pods holding shared slices there. A pod the portal did not make
+    counts as its namespace's own tenant, so no project is ever placed beside it."""
+    out: dict[str, dict[str, int]] = {}
+    for pod in pods:
+        node = _node_of(pod)
+        if node and _requests(pod, SHARED_RESOURCE, _count):
+            meta = pod.get("metadata") or {}
+            who = _labels(pod).get(labels.PROJECT_LABEL) or f"namespace:{meta.get('namespace', '')}"
+            per = out.setdefault(node, {})
+            per[who] = per.get(who, 0) + 1
+    return out
+
+
+def _merge(a: Mapping[str, int], b: Mapping[str, int]) -> tuple[tuple[str, int], ...]:
+    return tuple(sorted({k: a.get(k, 0) + b.get(k, 0) for k in {*a, *b}}.items()))
+
+
 def _memory_up(value: object) -> int:
     return mebibytes(value, up=True)
 
@@ -142,13 +160,18 @@ def node_states(
     slices_per_gpu: int,
     slice_plan: Mapping[str, list[int]] | None = None,
     unoffered: Mapping[str, int] | None = None,
+    reserved_tenants: Mapping[str, Mapping[str, int]] | None = None,
+    cross_project: frozenset[str] = frozenset(),
 ) -> tuple[NodeState, ...]:
     """`reserved`: node -> what admitted portal jobs whose pods are not bound yet hold there.
     `slice_plan`: node -> slices of each shared GPU, as set per GPU in the admin. CPU and memory
     free = allocatable minus the bound pods' requests and the reservations, as the scheduler sees it.
     `unoffered`: node -> whole GPUs the portal does not offer (unhealthy or out of service); they leave
-    the node's GPUs at once, before the kubelet drops them from allocatable (never counted twice)."""
+    the node's GPUs at once, before the kubelet drops them from allocatable (never counted twice).
+    `reserved_tenants`: node -> project -> admitted slice jobs not bound yet; `cross_project`: nodes
+    whose shared GPUs are all marked cross-project."""
     pods = cluster.pods
+    tenants = _tenants(pods)
     gpus_used, slices_used = _used(pods, GPU_RESOURCE), _used(pods, SHARED_RESOURCE)
     cpu_used, memory_used = _used(pods, "cpu", millicores), _used(pods, "memory", _memory_up)
     out = []
@@ -166,5 +189,12 @@ def node_states(
         gpu_type = _labels(node).get(GPU_PRODUCT_LABEL, "")
         cpu = _free(alloc, "cpu", millicores, cpu_used.get(name, 0) + res.cpu_millicores)
         memory = _free(alloc, "memory", mebibytes, memory_used.get(name, 0) + res.memory_mib)
-        out.append(NodeState(name, gpu_type, free, total, shared, _schedulable(node), cpu, memory))
+        held = _merge(tenants.get(name, {}), (reserved_tenants or {}).get(name, {}))
+        out.append(
+            NodeState(
+                *(name, gpu_type, free, total, shared, _schedulable(node), cpu, memory),
+                slice_tenants=held,
+                slices_cross_project=name in cross_project,
+            )
+        )
     return tuple(out)

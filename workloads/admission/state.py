@@ -147,6 +147,16 @@ def _reserved(active: list[Job], bound: set[str]) -> dict[str, Reserved]:
     return out
 
 
+def _reserved_tenants(active: list[Job], bound: set[str]) -> dict[str, dict[str, int]]:
+    """Node -> project -> its admitted MPS jobs planned there whose pods are not bound yet."""
+    out: dict[str, dict[str, int]] = {}
+    for job in active:
+        if job.mps_slices and job.planned_node and str(job.uid) not in bound:
+            per = out.setdefault(job.planned_node, {})
+            per[job.project.slug] = per.get(job.project.slug, 0) + 1
+    return out
+
+
 def with_slice_placement(running: list[RunningJob], nodes: tuple[NodeState, ...]) -> list[RunningJob]:
     """Give running MPS jobs a placement over their node's shared GPUs, filled in index order as
     `live.node_states` fills the slices in use (the cluster does not say which card a pod got).
@@ -177,12 +187,15 @@ def cluster_state(*, now: datetime, live: LiveCluster) -> ClusterState:
     qs = Job.objects.select_related("project").defer("log_tail")
     pending = list(qs.filter(state=JobState.QUEUED).order_by("submitted_at", "id"))
     active = list(qs.filter(state__in=ACTIVE_STATES))
+    bound = live.bound_job_uids()
     nodes = node_states(
         live,
-        reserved=_reserved(active, live.bound_job_uids()),
+        reserved=_reserved(active, bound),
         slices_per_gpu=settings.slices_per_gpu,
         slice_plan=gpu_selectors.shared_slices_by_node(),
         unoffered=gpu_selectors.unoffered_whole_by_node(),
+        reserved_tenants=_reserved_tenants(active, bound),
+        cross_project=gpu_selectors.cross_project_nodes(),
     )
     return ClusterState(
         pending=tuple(pending_of(j) for j in pending),

@@ -114,7 +114,19 @@ def _pod_spec(job: Job, claims: dict[str, ProjectVolume]) -> JSON:
         spec["volumes"] = volumes
     if job.gpu_type and job.gpus:
         spec["nodeSelector"] = {GPU_PRODUCT: job.gpu_type}
+    affinity = pod_affinity(job)
+    if affinity is not None:
+        spec["affinity"] = affinity
     return spec
+
+
+def pod_affinity(job: Job) -> JSON | None:
+    """An MPS job runs on the node the queue chose: that node's shared GPUs hold its project only
+    (workloads/queue/capacity.py), which the default scheduler alone would not respect."""
+    if not (job.mps_slices and job.planned_node):
+        return None
+    term = {"matchFields": [{"key": "metadata.name", "operator": "In", "values": [job.planned_node]}]}
+    return {"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {"nodeSelectorTerms": [term]}}}
 
 
 def build_job(

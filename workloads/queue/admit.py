@@ -130,7 +130,7 @@ def place_slices(job: PendingJob, ledger: Ledger, resources: bool = True) -> Pla
     for name, node in ledger.nodes.items():
         if not node.schedulable or (job.gpu_type is not None and node.gpu_type != job.gpu_type):
             continue
-        if check and not node.fits(job):
+        if (check and not node.fits(job)) or not node.slices_for(job.project):
             continue
         for idx, free in node.slices.items():
             if free >= job.slices and (single is None or (free, name, idx) < single):
@@ -165,7 +165,10 @@ def _node_block(job: PendingJob, ledger: Ledger, lim: Limit) -> Block:
         if fits_gpus is not None:
             return _resources_block(job, ledger, lim)
     if job.slices:
-        return Block("no_node", {"need": job.slices, "largest": _largest_slices(ledger, job), "slices": 1})
+        largest = _largest_slices(ledger, job)
+        if _largest_slices(ledger, job, mine=False) >= job.slices > largest:
+            return Block("slices_held", {"need": job.slices, "largest": largest, "slices": 1})
+        return Block("no_node", {"need": job.slices, "largest": largest, "slices": 1})
     return Block("no_node", {"need": job.gpus, "largest": _largest(ledger, job)})
 
 
@@ -186,7 +189,7 @@ def _gpus_fit(job: PendingJob, ledger: Ledger, lim: Limit, node: NodeCap) -> boo
     if not node.schedulable or job.gpu_type not in (None, node.gpu_type):
         return False
     if job.slices:
-        return sum(node.slices.values()) >= job.slices
+        return node.slices_for(job.project) and sum(node.slices.values()) >= job.slices
     return node.free >= job.gpus and _type_ok(job, ledger, lim, node.gpu_type)
 
 
@@ -195,11 +198,13 @@ def _largest(ledger: Ledger, job: PendingJob) -> int:
     return max(ok, default=0)
 
 
-def _largest_slices(ledger: Ledger, job: PendingJob) -> int:
+def _largest_slices(ledger: Ledger, job: PendingJob, *, mine: bool = True) -> int:
+    """The most free slices on one node; `mine`: only nodes whose shared GPUs the job's project
+    may use (no other project there, or all marked cross-project)."""
     ok = [
         sum(n.slices.values())
         for n in ledger.nodes.values()
-        if n.schedulable and job.gpu_type in (None, n.gpu_type)
+        if n.schedulable and job.gpu_type in (None, n.gpu_type) and (not mine or n.slices_for(job.project))
     ]
     return max(ok, default=0)
 

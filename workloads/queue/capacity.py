@@ -22,6 +22,17 @@ class NodeCap:
     slices: dict[int, int] = field(default_factory=dict)  # shared GPU index -> free slices
     cpu: int | None = None  # free millicores; None: not modelled
     memory: int | None = None  # free MiB; None: not modelled
+    tenants: dict[str, int] = field(default_factory=dict)  # project -> jobs holding slices here
+    cross_project: bool = False
+
+    def slices_for(self, project: str) -> bool:
+        """May `project` take slices here: the node's shared GPUs hold no other project, or all of
+        them are marked cross-project (model.NodeState.slice_tenants says why per node)."""
+        return self.cross_project or all(p == project for p, n in self.tenants.items() if n > 0)
+
+    def tenant(self, job: Job, sign: int) -> None:
+        if job.slices:
+            self.tenants[job.project] = self.tenants.get(job.project, 0) + sign
 
     def fits(self, job: Job) -> bool:
         """The node has the job's CPU and memory free (always true where they are not modelled)."""
@@ -123,6 +134,7 @@ class Ledger:
         node.free -= place.gpus
         for idx, n in place.slice_placement:
             node.slices[idx] -= n
+        node.tenant(job, +1)
         _node_resources(node, job, -1)
         self._count(job, node.gpu_type, +1)
 
@@ -133,6 +145,7 @@ class Ledger:
             node.free += place.gpus
             for idx, n in place.slice_placement:
                 node.slices[idx] = node.slices.get(idx, 0) + n
+            node.tenant(job, -1)
             _node_resources(node, job, +1)
         self._count(job, node.gpu_type if node else (job.gpu_type or ""), -1)
 
@@ -152,7 +165,16 @@ class Ledger:
 
         return Ledger(
             nodes={
-                k: NodeCap(n.gpu_type, n.free, n.schedulable, dict(n.slices), n.cpu, n.memory)
+                k: NodeCap(
+                    n.gpu_type,
+                    n.free,
+                    n.schedulable,
+                    dict(n.slices),
+                    n.cpu,
+                    n.memory,
+                    dict(n.tenants),
+                    n.cross_project,
+                )
                 for k, n in self.nodes.items()
             },
             limits=self.limits,
@@ -188,6 +210,8 @@ def build_ledger(state: ClusterState, now: datetime) -> Ledger:
             {s.index: s.free_slices for s in n.shared},
             n.free_cpu_millicores,
             n.free_memory_mib,
+            dict(n.slice_tenants),
+            n.slices_cross_project,
         )
         for n in state.nodes
     }

@@ -63,6 +63,9 @@ def sentence(block: Block, job: PendingJob) -> str:
         "quota_type": f"project limit for {job.gpu_type} {n.get('used')}/{n.get('limit')} GPUs in use",
         "no_node": f"no node has {_size(n.get('need', 0), u == 'slices').replace(' ', ' free ', 1)}; "
         f"the largest free block is {n.get('largest')}",
+        "slices_held": f"the shared GPUs with {_size(n.get('need', 0), True).replace(' ', ' free ', 1)} "
+        "hold another project's jobs (one project per shared GPU unless an operator marks it "
+        f"cross-project); the largest free block open to this project is {n.get('largest')}",
         "unknown_type": f"no node has GPU type {job.gpu_type}",
         "no_borrow": f"over project quota, and only {n.get('idle')} idle {u} can be borrowed "
         f"(needs {n.get('need')})",

@@ -77,6 +77,11 @@ class NodeState:
     schedulable: bool = True
     free_cpu_millicores: int | None = None
     free_memory_mib: int | None = None
+    # Who holds the node's shared slices: (project, pods or admitted jobs). The kubelet, not the
+    # portal, picks the card inside a node, so the node's shared GPUs serve one project at a time
+    # unless every one of them is marked cross-project (`slices_cross_project`).
+    slice_tenants: tuple[tuple[str, int], ...] = ()
+    slices_cross_project: bool = False
 
 
 @dataclass(frozen=True)
@@ -180,6 +185,7 @@ Code = Literal[
     "quota",
     "quota_type",
     "no_node",
+    "slices_held",
     "quota_cpu",
     "quota_memory",
     "node_cpu",

@@ -110,10 +110,14 @@ class Replay:
     def _node_states(self) -> tuple[NodeState, ...]:
         used: dict[str, int] = {}
         sliced: dict[tuple[str, int], int] = {}
+        tenants: dict[str, dict[str, int]] = {}
         for r in self.running.values():
             used[r.job.node] = used.get(r.job.node, 0) + r.job.gpus
             for idx, n in r.job.slice_placement:
                 sliced[(r.job.node, idx)] = sliced.get((r.job.node, idx), 0) + n
+            if r.job.slices:
+                per = tenants.setdefault(r.job.node, {})
+                per[r.job.project] = per.get(r.job.project, 0) + 1
         return tuple(
             replace(
                 n,
@@ -122,6 +126,7 @@ class Replay:
                     SharedGpu(s.index, s.free_slices - sliced.get((n.name, s.index), 0), s.total_slices)
                     for s in n.shared
                 ),
+                slice_tenants=tuple(sorted(tenants.get(n.name, {}).items())),
             )
             for n in self.nodes.values()
         )

@@ -127,10 +127,10 @@ def _volume_removed(job: Job, claims: dict[str, ProjectVolume]) -> bool:
 def _suspend_as_now(r: JobReconciler, current: Obj) -> Obj:
     """(Un)suspend the Kubernetes Job as the job's state is now, not as it was when this run loaded it:
     a preemption committed meanwhile must never be answered by un-suspending on reclaimed GPUs."""
-    state = Job.objects.filter(pk=r.owner.pk).values_list("state", flat=True).first()
-    if state is None:
+    now = Job.objects.filter(pk=r.owner.pk).values_list("state", "planned_node").first()
+    if now is None:
         return current
-    r.owner.state = state
+    r.owner.state, r.owner.planned_node = now
     try:
         r.reconcile(current, {})
     except NeedsUpdate:

@@ -163,3 +163,18 @@ def test_network_policy_denies_by_default() -> None:
     assert spec["podSelector"] == {}
     assert spec["policyTypes"] == ["Ingress", "Egress"]
     assert "ingress" not in spec
+
+
+def test_an_admitted_mps_job_is_pinned_to_its_planned_node() -> None:
+    queued = make_job(gpus=0, gpu_type="", mps_slices=2)
+    assert "affinity" not in builders.build_job(queued, simulation=False)["spec"]["template"]["spec"]
+    admitted = make_job(gpus=0, gpu_type="", mps_slices=2, planned_node="gpu-node-2")
+    pod = builders.build_job(admitted, simulation=False)["spec"]["template"]["spec"]
+    terms = pod["affinity"]["nodeAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"]
+    assert terms == {
+        "nodeSelectorTerms": [
+            {"matchFields": [{"key": "metadata.name", "operator": "In", "values": ["gpu-node-2"]}]}
+        ]
+    }
+    whole = make_job(planned_node="gpu-node-2")  # whole GPUs: the scheduler places them as before
+    assert "affinity" not in builders.build_job(whole, simulation=False)["spec"]["template"]["spec"]

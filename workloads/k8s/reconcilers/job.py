@@ -6,12 +6,16 @@ when to create, (un)suspend or delete, and writes back what the cluster reports.
 
 from __future__ import annotations
 
+import logging
+
 from workloads.choices import JobState
 from workloads.k8s import builders, labels, paths
 from workloads.k8s.client import KubeClient
+from workloads.k8s.errors import K8sError
 from workloads.k8s.reconcilers.base import NeedsUpdate, Obj, Reconciler
 from workloads.models import Job, ProjectVolume
 
+log = logging.getLogger(__name__)
 # Unknown too: its Job may still be running, so a Job that shows up again is never suspended under it.
 RUNS_IN_CLUSTER = frozenset({JobState.ADMITTED, JobState.RUNNING, JobState.UNKNOWN})
 
@@ -42,7 +46,22 @@ class JobReconciler(Reconciler[Job]):
             raise NeedsUpdate
 
     def update(self, current: Obj, desired: Obj) -> Obj:
-        return self.client.patch(self.path, {"spec": {"suspend": self.want_suspended()}})
+        """(Un)suspend; on the way in, also pin an MPS job to its planned node (a suspended Job's
+        scheduling fields may change). Where the API server refuses that, the plugin still refuses
+        slices on a GPU another project holds, so unsuspending alone is safe."""
+        suspend = {"suspend": self.want_suspended()}
+        affinity = builders.pod_affinity(self.owner)
+        if suspend["suspend"] or affinity is None:
+            return self.client.patch(self.path, {"spec": suspend})
+        try:
+            return self.client.patch(
+                self.path, {"spec": {**suspend, "template": {"spec": {"affinity": affinity}}}}
+            )
+        except K8sError as exc:
+            if exc.status != 422:
+                raise
+            log.warning("job %s: node pin refused (%s); unsuspending without it", self.owner.pk, exc)
+            return self.client.patch(self.path, {"spec": suspend})
 
     def pods(self) -> list[Obj]:
         selector = f"{labels.UID_LABEL}={self.owner.uid}"

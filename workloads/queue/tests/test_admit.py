@@ -94,3 +94,33 @@ def test_expected_start_uses_running_jobs_end() -> None:
     assert exp.estimated_start == at(0) + timedelta(seconds=3600)
     assert exp.position_project == 1
     assert exp.position_global == 1
+
+
+def test_a_shared_node_serves_one_project_unless_cross_project() -> None:
+    """MPS runs one server per UID (one per project): slices of another project never go beside
+    them, unless the node's shared GPUs are all marked cross-project (issue 12, item 3)."""
+    shared = (SharedGpu(0, 2, 4), SharedGpu(1, 4, 4))
+    held = node("n1", 0, shared=shared, slice_tenants=(("a", 1),))
+    quotas = [ProjectQuota("a", gpus=0, slices=8), ProjectQuota("b", gpus=0, slices=8)]
+    pending = [job(1, project="b", owner="bea", gpus=0, slices=1), job(2, gpus=0, slices=2)]
+    plan = plan_cycle(state(pending, [held], quotas), at(10))
+    assert [a.job_id for a in plan.admit] == [2]  # a packs beside its own job; b waits
+    assert plan.explanations[1].code == "slices_held"
+    assert "hold another project's jobs" in plan.explanations[1].sentence
+    open_node = node("n1", 0, shared=shared, slice_tenants=(("a", 1),), slices_cross_project=True)
+    plan = plan_cycle(state(pending, [open_node], quotas), at(10))
+    assert sorted(a.job_id for a in plan.admit) == [1, 2]
+
+
+def test_two_projects_in_one_cycle_never_share_a_free_node() -> None:
+    shared = (SharedGpu(0, 4, 4), SharedGpu(1, 4, 4))
+    quotas = [ProjectQuota("a", gpus=0, slices=8), ProjectQuota("b", gpus=0, slices=8)]
+    pending = [job(1, gpus=0, slices=1), job(2, project="b", owner="bea", gpus=0, slices=1)]
+    two = plan_cycle(
+        state(pending, [node("n1", 0, shared=shared), node("n2", 0, shared=shared)], quotas), at(10)
+    )
+    assert len(two.admit) == 2
+    assert len({a.node for a in two.admit}) == 2  # the first admission made its node a's
+    one = plan_cycle(state(pending, [node("n1", 0, shared=shared)], quotas), at(10))
+    assert [a.job_id for a in one.admit] == [1]
+    assert one.explanations[2].code == "slices_held"
