@@ -12,9 +12,9 @@ from accounts.models import AuditLog
 from gpu import services
 from gpu.choices import SharingMode
 from gpu.models import Node
-from gpu.selectors import plugin_config
+from gpu.selectors import cross_project_nodes, plugin_config
 from gpu.tests.factories import make_gpus, make_node
-from tests.fixtures.personas import World
+from tests.fixtures.personas import World, session_client
 
 pytestmark = pytest.mark.django_db
 
@@ -83,6 +83,31 @@ def test_sharing_change_is_audited_and_enqueues_the_node_task(
     assert plugin_config(node=node) == {"gpus": {gpu.uuid: {"mode": "shared", "slices": 4}}}
 
 
+def test_cross_project_sharing_is_audited_sent_to_the_plugin_and_opens_the_node(
+    world: World, django_capture_on_commit_callbacks: Any
+) -> None:
+    node = make_node()
+    first, second = make_gpus(node, 2)
+    for gpu in (first, second):
+        services.gpu_set_sharing(gpu=gpu, mode=SharingMode.SHARED, slices=4, actor=world.admin)
+    with (
+        mock.patch("gpu.services.current_app.send_task") as send,
+        django_capture_on_commit_callbacks(execute=True),
+    ):
+        services.gpu_set_cross_project(gpu=first, allowed=True, actor=world.admin)
+    send.assert_called_once_with("workloads.reconcile_node", args=[node.pk])
+    assert AuditLog.objects.filter(action="gpu.cross_project").exists()
+    entries = plugin_config(node=node)["gpus"]
+    assert entries[first.uuid] == {"mode": "shared", "slices": 4, "cross_project": True}
+    assert entries[second.uuid] == {"mode": "shared", "slices": 4}
+    assert first.isolation == "cross-project (weaker)"
+    assert node.name not in cross_project_nodes()  # one shared GPU of the node is still closed
+    services.gpu_set_cross_project(gpu=second, allowed=True, actor=world.admin)
+    assert node.name in cross_project_nodes()
+    services.gpu_set_sharing(gpu=first, mode=SharingMode.EXCLUSIVE, slices=1, actor=world.admin)
+    assert plugin_config(node=node)["gpus"][first.uuid] == {"mode": "exclusive"}  # whole: no flag
+
+
 def test_slices_are_bounded(world: World) -> None:
     gpu = make_gpus(make_node(), 1)[0]
     with pytest.raises(ValidationError):
@@ -107,3 +132,22 @@ def test_the_sweep_resends_nodes_whose_cordon_drifted(django_capture_on_commit_c
     ):
         assert services.node_sweep() == 2  # the drifted node, and one run for the sharing ConfigMap
     assert {call.kwargs["args"][0] for call in send.call_args_list} == {drifted.pk, settled.pk}
+
+
+def test_operators_mark_cross_project_in_the_admin_and_see_the_weaker_isolation(world: World) -> None:
+    gpu = make_gpus(make_node(), 1)[0]
+    services.gpu_set_sharing(gpu=gpu, mode=SharingMode.SHARED, slices=4, actor=world.admin)
+    client = session_client(world.admin)
+    assert "one project at a time" in client.get("/admin/gpu/gpu/").content.decode()
+    with mock.patch("gpu.services.current_app.send_task"):
+        done = client.post(
+            "/admin/gpu/gpu/",
+            {"action": "allow_cross_project", "_selected_action": [str(gpu.pk)]},
+            follow=True,
+        )
+    page = done.content.decode()
+    assert "share /dev/shm and the MPS daemon" in page
+    assert "cross-project (weaker)" in page
+    gpu.refresh_from_db()
+    assert gpu.cross_project
+    assert AuditLog.objects.filter(actor=world.admin, action="gpu.cross_project").exists()
