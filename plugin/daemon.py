@@ -89,6 +89,7 @@ class PluginDaemon:
         self.pending: list[str] = []
         self._last_busy_poll = 0.0
         self._last_limits = 0.0
+        self._daemon_pids: dict[str, int | None] = {}
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, name="control", daemon=True)
 
@@ -215,6 +216,11 @@ class PluginDaemon:
 
     def _apply_limits(self, holders: list[podresources.Holder]) -> list[str]:
         shared = self.state.shared_uuids()
+        for uuid in shared:
+            pid = self.mps.pid(uuid)
+            if self._daemon_pids.get(uuid) != pid:
+                self._daemon_pids[uuid] = pid
+                self.limits.forget(uuid)
         slices = {u: self.state.mode(u).slices for u in shared}
         memory = {g.uuid: g.memory_mib for g in self.node.gpus if g.uuid in shared}
         return self.limits.apply(mpslimits.limits(holders, slices, memory))

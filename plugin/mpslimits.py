@@ -99,6 +99,11 @@ class LimitWriter:
         self.applied: dict[str, Limit] = {}
         self._lock = threading.Lock()  # PreStartContainer (gRPC threads) and the control loop
 
+    def forget(self, uuid: str) -> None:
+        """The GPU's daemon was restarted: it lost what it was told, so tell it again."""
+        with self._lock:
+            self.applied.pop(uuid, None)
+
     def apply(self, wanted: dict[str, Limit]) -> list[str]:
         """Return the GPUs whose daemon refused or could not be reached (retried next time)."""
         with self._lock:

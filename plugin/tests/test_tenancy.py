@@ -18,6 +18,7 @@ import pytest
 
 from plugin import mpslimits
 from plugin._proto import deviceplugin_pb2 as pb
+from plugin.daemon import PluginDaemon
 from plugin.devices import RESOURCE_SHARED
 from plugin.mps import SHM_WRAPPER, MpsSupervisor
 from plugin.podresources import Holder
@@ -51,19 +52,21 @@ def _client(pipe: Path, uid: int, env: dict[str, str]) -> Iterator[str]:
         sock.close()
 
 
-def _shared(sim: SimNvml, make_daemon: MakeDaemon, kubelet: TestKubelet, **extra: object) -> str:
+def _shared(
+    sim: SimNvml, make_daemon: MakeDaemon, kubelet: TestKubelet, **extra: object
+) -> tuple[PluginDaemon, str]:
     uuid = sim.gpus[0].uuid
     daemon = make_daemon({uuid: {"mode": "shared", "slices": 4, **extra}})
     kubelet.wait_devices(RESOURCE_SHARED, lambda d: len(d) == 4)
     _until(lambda: daemon.mps.pid(uuid) is not None)
     _until(lambda: (daemon.cfg.mps_root / uuid / "pipe" / "control.sock").exists())
-    return uuid
+    return daemon, uuid
 
 
 def test_a_container_that_clears_its_environment_still_gets_its_limit(
     make_daemon: MakeDaemon, kubelet: TestKubelet, sim: SimNvml
 ) -> None:
-    uuid = _shared(sim, make_daemon, kubelet)
+    _, uuid = _shared(sim, make_daemon, kubelet)
     resp = kubelet.create_pod("gp-alpha", "nb", RESOURCE_SHARED, 2)
     pipe = _host_pipe(resp)
     shm = {m.container_path: m.host_path for m in resp.mounts}["/dev/shm"]
@@ -195,3 +198,23 @@ def test_the_simulated_control_program_speaks_on_stdin(short_dir: Path) -> None:
     finally:
         daemon.terminate()
         daemon.wait(timeout=5)
+
+
+def test_a_restarted_daemon_is_told_the_ceiling_again(
+    make_daemon: MakeDaemon, kubelet: TestKubelet, sim: SimNvml
+) -> None:
+    daemon, uuid = _shared(sim, make_daemon, kubelet)
+    pipe = _host_pipe(kubelet.create_pod("gp-alpha", "a1", RESOURCE_SHARED, 1))
+    old = daemon.mps.pid(uuid)
+    assert old is not None
+    os.kill(old, 9)  # a fresh daemon starts with the defaults: the whole GPU
+    _until(lambda: daemon.mps.pid(uuid) not in (None, old))
+
+    def ceiling() -> str:
+        try:
+            with _client(pipe, 100_001, {}) as answer:
+                return answer
+        except OSError:  # the new daemon is not listening yet
+            return ""
+
+    _until(lambda: "thread_pct=25" in ceiling())
