@@ -40,6 +40,8 @@ def test_helm_lint_strict_passes() -> None:
         (["--set", "database.bundled=false"], "at '/database/url': minLength"),
         # kube-* would let the provisioner's admission policy match kube-system.
         (["--set", "portal.namespacePrefix=kube-"], "at '/portal/namespacePrefix': 'not' failed"),
+        # Below 1000 project pods could run as a system account of the node.
+        (["--set", "portal.projectUidBase=5"], "at '/portal/projectUidBase': minimum"),
     ],
 )
 def test_bad_values_fail_naming_the_field(values: list[str], message: str) -> None:

@@ -130,6 +130,8 @@ capabilities:
   value: {{ ternary "1" "0" .Values.portal.behindTlsProxy | quote }}
 - name: GPUPORTAL_NAMESPACE_PREFIX
   value: {{ .Values.portal.namespacePrefix | quote }}
+- name: GPUPORTAL_PROJECT_UID_BASE
+  value: {{ .Values.portal.projectUidBase | int | quote }}
 - name: GPUPORTAL_LEASE_NAMESPACE
   value: {{ .Release.Namespace | quote }}
 - name: GPU_PLUGIN_CONFIG_NAMESPACE
