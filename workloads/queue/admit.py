@@ -261,7 +261,8 @@ def _drain(
         _, project = heapq.heappop(heap)
         job, rest = heads[project]
         got = attempt(job, ledger, borrow)
-        if isinstance(got, Block) and got.code == "no_node" and reclaim is not None:
+        # Borrowed slices may be what holds a node for another project: reclaiming them frees it too.
+        if isinstance(got, Block) and got.code in ("no_node", "slices_held") and reclaim is not None:
             got = reclaim(job, ledger) or got
         if isinstance(got, Admission):
             out.admitted.append(got)

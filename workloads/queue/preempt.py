@@ -6,7 +6,9 @@ Victims are chosen per node: on each node that could host the job, borrowers of 
 GPU) are taken youngest first until the node's free GPUs (or free slices over its shared GPUs) plus
 theirs cover the request; the node needing the fewest victims (then the least capacity) wins. A slice
 job may spread over the shared GPUs of one node (`admit.place_slices`), so the node's sum is what
-counts, whichever of its shared GPUs the victims hold. A victim is first sent a `PreemptionNotice`;
+counts, whichever of its shared GPUs the victims hold. On a node whose shared GPUs serve one project
+at a time (capacity.NodeCap.slices_for) every job of the other projects there must go, so such a
+node is a candidate only when all of them are borrowers. A victim is first sent a `PreemptionNotice`;
 it is preempted only once the notice's deadline has passed and the lender still needs it. While a
 reclaim is in progress the node's free GPUs (or slices) and the cohort's idle quota are reserved for
 the lender for the rest of the cycle.
@@ -42,6 +44,15 @@ def _reserve(node: NodeCap, job: PendingJob) -> None:
         left -= take
 
 
+def _all_borrowed(node: NodeCap, job: PendingJob, group: list[RunningJob]) -> bool:
+    """Every job of another project holding slices on the node is one of the borrowers `group`."""
+    others = {p: n for p, n in node.tenants.items() if n > 0 and p != job.project}
+    mine: dict[str, int] = {}
+    for r in group:
+        mine[r.project] = mine.get(r.project, 0) + 1
+    return all(mine.get(p, 0) >= n for p, n in others.items())
+
+
 class Reclaimer:
     def __init__(self, state: ClusterState, now: datetime, ledger: Ledger) -> None:
         self.now = now
@@ -74,9 +85,12 @@ class Reclaimer:
             node = ledger.nodes.get(name)
             if node is None or not node.schedulable or job.gpu_type not in (None, node.gpu_type):
                 continue
+            held = job.slices and not node.slices_for(job.project)
+            if held and not _all_borrowed(node, job, group):
+                continue
             have, chosen = _free(node, job), []
             for r in sorted(group, key=lambda r: (r.started_at, r.id), reverse=True):
-                if have >= need:
+                if have >= need and not held:
                     break
                 chosen.append(r)
                 have += _amount(r)

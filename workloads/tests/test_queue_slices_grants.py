@@ -12,7 +12,9 @@ from django.test import Client
 from django.utils import timezone
 
 from accounts.models import GpuTypeLimit, Quota, User
-from gpu.models import Node
+from gpu.choices import SharingMode
+from gpu.models import Gpu, Node
+from gpu.tests.factories import make_gpus, make_node
 from tests.fixtures.personas import World
 from workloads.admission.cycle import admission_cycle
 from workloads.choices import JobState, TaskName
@@ -36,7 +38,11 @@ def bind(fake: FakeKube, job: Job) -> None:
     job.refresh_from_db()
     resource = ("nvidia.com/gpu.shared", job.mps_slices) if job.mps_slices else ("nvidia.com/gpu", job.gpus)
     fake.objects[f"{paths.pods(job.namespace)}/{job.k8s_name}-p"] = {
-        "metadata": {"name": f"{job.k8s_name}-p", "labels": {"gpuportal.dev/job-uid": str(job.uid)}},
+        "metadata": {
+            "name": f"{job.k8s_name}-p",
+            "namespace": job.namespace,
+            "labels": {"gpuportal.dev/job-uid": str(job.uid), "gpuportal.dev/project": job.project.slug},
+        },
         "spec": {"nodeName": job.planned_node, "containers": [{"resources": {"requests": dict([resource])}}]},
         "status": {"phase": "Running"},
     }
@@ -51,6 +57,7 @@ def test_a_slice_borrower_is_preempted_with_notice_for_the_lender(
     sent: list[tuple[int, str]] = capture_sends(monkeypatch, TaskName.NOTIFY_JOB)
     QueueSettings.objects.update_or_create(pk=1, defaults={"preemption_notice_s": 60})
     fake_kube.nodes = [fake_node("n0", gpus=0, slices=8)]  # two shared GPUs of 4 slices
+    _shared_gpus("n0", cross_project=True)  # lender and borrowers side by side on one node
     Quota.objects.filter(project=jobs_world.alpha).update(mps_slices=2)
     Quota.objects.filter(project=jobs_world.beta).update(mps_slices=4)
     now = timezone.now()
@@ -92,6 +99,51 @@ def test_a_slice_borrower_is_preempted_with_notice_for_the_lender(
     assert admission_cycle(client=fake_kube, now=deadline + timedelta(seconds=1)) == [lender.pk]
     borrower.refresh_from_db()
     assert (borrower.state, borrower.queue_front) == (JobState.QUEUED, True)
+
+
+def _shared_gpus(node: str, *, cross_project: bool) -> None:
+    gpus = make_gpus(make_node(node, gpus=2), 2)
+    Gpu.objects.filter(pk__in=[g.pk for g in gpus]).update(
+        sharing_mode=SharingMode.SHARED, slices=4, cross_project=cross_project
+    )
+
+
+def test_a_lender_takes_back_a_one_project_node_only_from_borrowers_alone(
+    jobs_world: World, fake_kube: FakeKube, django_capture_on_commit_callbacks: Any
+) -> None:
+    """One project per shared node: all of the borrowing project's jobs there get notice (even
+    those the lender's slices would not need), and none while it also runs a job in its own quota."""
+    QueueSettings.objects.update_or_create(pk=1, defaults={"preemption_notice_s": 60})
+    fake_kube.nodes = [fake_node("n0", gpus=0, slices=8)]
+    _shared_gpus("n0", cross_project=False)
+    Quota.objects.filter(project=jobs_world.alpha).update(mps_slices=2)
+    Quota.objects.filter(project=jobs_world.beta).update(mps_slices=4)
+    now = timezone.now()
+    borrowers = [
+        submit(jobs_world.member, jobs_world.alpha, gpus=0, mps_slices=2, preemptible=True) for _ in "ab"
+    ]
+    Quota.objects.filter(project=jobs_world.alpha).update(mps_slices=0)  # both run on beta's quota
+    assert admission_cycle(client=fake_kube, now=now) == [j.pk for j in borrowers]
+    for job in borrowers:
+        cluster_sync.job_reconcile(job_id=job.pk, client=fake_kube)
+        bind(fake_kube, job)
+    lender = submit(jobs_world.outsider, jobs_world.beta, gpus=0, mps_slices=2)  # 4 slices are free
+    with django_capture_on_commit_callbacks(execute=True):
+        assert admission_cycle(client=fake_kube, now=now + timedelta(seconds=1)) == []
+    noticed = Job.objects.filter(preempt_for=lender.pk).values_list("pk", flat=True)
+    assert sorted(noticed) == sorted(j.pk for j in borrowers)
+    lender.refresh_from_db()
+    assert lender.queue_explanation["code"] == "reclaiming"
+
+    Quota.objects.filter(project=jobs_world.alpha).update(mps_slices=2)  # now one of them is in quota
+    Job.objects.filter(pk=borrowers[0].pk).update(borrowing=False)
+    Job.objects.filter(pk__in=[j.pk for j in borrowers]).update(
+        preempt_deadline=None, preempt_notice_at=None, preempt_for=None
+    )
+    assert admission_cycle(client=fake_kube, now=now + timedelta(seconds=2)) == []
+    lender.refresh_from_db()
+    assert lender.queue_explanation["code"] == "slices_held"
+    assert not Job.objects.filter(preempt_for=lender.pk).exists()
 
 
 def _typed_world(world: World, fake: FakeKube) -> Job:
