@@ -33,6 +33,7 @@ from tests.workloads_e2e.procs import (
 from tests.workloads_e2e.tcpproxy import CuttableProxy
 
 SWEEP_S = 10
+DRILL_SECRET_KEY = "drill-" + "k" * 60  # the tests sign sessions with it to hand to the web process
 
 
 @dataclass
@@ -68,7 +69,7 @@ def _web_answers(base: str) -> bool:
 
 
 @contextlib.contextmanager
-def portal_stack(k8s_cluster: ClusterHandle, workdir: Path) -> Iterator[Stack]:
+def portal_stack(k8s_cluster: ClusterHandle, workdir: Path, *, server: str = "daphne") -> Iterator[Stack]:
     db = settings.DATABASES["default"]
     postgres = CuttableProxy(str(db["HOST"] or "127.0.0.1"), int(db["PORT"] or 5432))
     kubeconfig, apiserver = _proxied_kubeconfig(k8s_cluster, workdir)
@@ -83,7 +84,7 @@ def portal_stack(k8s_cluster: ClusterHandle, workdir: Path) -> Iterator[Stack]:
     # Production settings (debug pages off: an outage must show what users would see), over plain HTTP.
     env.update(
         DEBUG="0",
-        SECRET_KEY="drill-" + "k" * 60,
+        SECRET_KEY=DRILL_SECRET_KEY,
         ALLOWED_HOSTS="127.0.0.1",
         SECURE_SSL_REDIRECT="0",
         SECURE_HSTS_SECONDS="0",
@@ -93,6 +94,9 @@ def portal_stack(k8s_cluster: ClusterHandle, workdir: Path) -> Iterator[Stack]:
     port = free_port()
     beat = [celery, "-A", "portal", "beat", "-s", str(workdir / "beat.db"), "-l", "warning"]
     web = [str(bin_dir / "daphne"), "-b", "127.0.0.1", "-p", str(port), "portal.asgi:application"]
+    if server == "uvicorn":  # as the chart runs it by default (one worker here: two cores for everything)
+        web = [sys.executable, "-m", "uvicorn", "portal.asgi:application", "--host", "127.0.0.1",
+               "--port", str(port), "--no-server-header"]  # fmt: skip
     procs = [
         start_worker(env, workdir / "worker.log", "drill"),
         _spawn(beat, env, workdir / "beat.log"),

@@ -1,0 +1,145 @@
+"""T12: the portal under load, with Locust (reliability.md, issue 16 item 7).
+
+200 users (10 projects of 20 members) against the whole portal as separate processes (uvicorn as the
+chart runs it, Celery worker and beat, the controller) on the real Postgres, Redis and local cluster:
+job list and detail reads, project reads, submits of one-GPU jobs, log tails, and each user's live
+jobs socket. The figures (p95 per kind, error rate, socket lag) are printed; the test asserts only
+behaviour: every kind of request was made and answered, errors stay under 0.1 %, socket messages
+arrived, and afterwards every accepted submit is a portal job with exactly one Kubernetes Job.
+2 minutes in `make test`; 10 in `make soak` (GPUPORTAL_SOAK=1).
+"""
+
+from __future__ import annotations
+
+import csv
+import json
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+from django.test import Client, override_settings
+
+from accounts.choices import Role, TokenScope
+from accounts.models import Membership, Project, Quota, User
+from accounts.services import token_create
+from portal.localcluster import ClusterHandle
+from tests.fixtures.personas import make_user
+from tests.workloads_e2e.conftest import cluster_jobs, drop_namespaces
+from tests.workloads_e2e.outage_stack import DRILL_SECRET_KEY, portal_stack
+from tests.workloads_e2e.procs import REPO, wait_for
+from tests.workloads_e2e.sizes import SOAK
+from workloads.k8s.client import RealKubeClient
+from workloads.models import Job
+from workloads.services import jobs as services
+from workloads.tests.conftest import IMAGE, allow_images
+
+pytestmark = [pytest.mark.cluster, pytest.mark.slow, pytest.mark.django_db(transaction=True)]
+USERS, PROJECTS = 200, 10
+RUN_S = 600 if SOAK else 120
+KINDS = ("read: jobs list", "read: job", "read: projects", "submit", "log tail", "socket lag")
+
+
+def _identities(tmp_path: Path) -> tuple[Path, list[Project]]:
+    """USERS members over PROJECTS projects, each with a token, a session cookie valid for the
+    stack's secret key, and two jobs of its own to read."""
+    out, projects = [], []
+    for p in range(PROJECTS):
+        project = Project.objects.create(slug=f"load{p}", name=f"Load {p}")
+        Quota.objects.create(project=project, gpus=4, max_concurrent_jobs=4)
+        allow_images(project)
+        projects.append(project)
+    for n in range(USERS):
+        project = projects[n % PROJECTS]
+        user = make_user(f"load{n}@example.com")
+        Membership.objects.create(project=project, user=user, role=Role.MEMBER)
+        out.append(_identity(user, project))
+    path = tmp_path / "identities.json"
+    path.write_text(json.dumps(out))
+    return path, projects
+
+
+def _identity(user: User, project: Project) -> dict[str, Any]:
+    _, token = token_create(
+        user=user, name="t12", scopes=[TokenScope.READ, TokenScope.SUBMIT], expires_at=None
+    )
+    client = Client()
+    with override_settings(SECRET_KEY=DRILL_SECRET_KEY):  # the web process must accept the session
+        client.force_login(user)
+    spec = {
+        "image": IMAGE,
+        "gpus": 1,
+        "cpu_millicores": 100,
+        "memory_mib": 64,
+        "simulate": {"run_seconds": 20},
+    }
+    jobs = [str(services.job_submit(actor=user, project=project, data=spec).uid) for _ in range(2)]
+    return {
+        "token": token,
+        "session": client.cookies["sessionid"].value,
+        "project": project.slug,
+        "jobs": jobs,
+    }
+
+
+def _stats(prefix: Path) -> dict[str, dict[str, str]]:
+    with (prefix.parent / f"{prefix.name}_stats.csv").open() as f:
+        return {row["Name"]: row for row in csv.DictReader(f)}
+
+
+def _print(stats: dict[str, dict[str, str]]) -> None:
+    print(f"\nT12: {USERS} users, {RUN_S} s")
+    print(f"{'kind':<18}{'requests':>10}{'failures':>10}{'p50 ms':>9}{'p95 ms':>9}{'p99 ms':>9}")
+    for name in (*KINDS, "Aggregated"):
+        row = stats.get(name)
+        if row:
+            print(
+                f"{name:<18}{row['Request Count']:>10}{row['Failure Count']:>10}"
+                f"{row['50%']:>9}{row['95%']:>9}{row['99%']:>9}"
+            )
+    print("goals: reads p95 < 300 ms, submit p95 < 1000 ms, errors < 0.1 %, socket lag p95 < 2000 ms")
+
+
+@pytest.mark.timeout(RUN_S + 420)  # set-up (200 users, 400 jobs) and teardown come on top of the run
+def test_t12_two_hundred_users_read_submit_tail_and_watch(
+    k8s_cluster: ClusterHandle, kube: RealKubeClient, tmp_path: Path
+) -> None:
+    identities, projects = _identities(tmp_path)
+    before = set(Job.objects.values_list("uid", flat=True))
+    prefix = tmp_path / "t12"
+    try:
+        with portal_stack(k8s_cluster, tmp_path, server="uvicorn") as stack:
+            locustfile = str(Path(__file__).with_name("t12_locustfile.py"))
+            locust = [
+                str(Path(sys.executable).parent / "locust"), "-f", locustfile,
+                "--headless", "-u", str(USERS), "-r", "20", "-t", f"{RUN_S}s", "--host", stack.web,
+                "--csv", str(prefix), "--only-summary", "--stop-timeout", "10",
+            ]  # fmt: skip
+            env = {"T12_IDENTITIES": str(identities), "PATH": "/usr/bin:/bin"}
+            done = subprocess.run(
+                locust, cwd=REPO, env=env, capture_output=True, text=True, timeout=RUN_S + 180
+            )
+            stats = _stats(prefix)
+            _print(stats)
+            for kind in KINDS:
+                assert int(stats.get(kind, {}).get("Request Count", 0)) > 0, (kind, done.stderr[-2000:])
+            total = stats["Aggregated"]
+            assert int(total["Failure Count"]) <= 0.001 * int(total["Request Count"]), done.stderr[-3000:]
+            made = set(Job.objects.values_list("uid", flat=True)) - before
+            assert made, "no submit was accepted"
+            wait_for(lambda: _one_job_each(kube, projects), 180, "one Kubernetes Job per portal job", every=2)
+    finally:
+        drop_namespaces(kube, tuple(p.namespace for p in projects), timeout_s=300)
+
+
+def _one_job_each(kube: RealKubeClient, projects: list[Project]) -> bool:
+    """R2's check: the cluster's Jobs, listed by label, are the portal's jobs one to one."""
+    for project in projects:
+        portal = sorted(str(u) for u in Job.objects.filter(project=project).values_list("uid", flat=True))
+        labelled = [
+            o["metadata"]["labels"]["gpuportal.dev/job-uid"] for o in cluster_jobs(kube, project.namespace)
+        ]
+        if sorted(labelled) != portal:
+            return False
+    return True
