@@ -147,35 +147,34 @@ class _Daemon(socketserver.ThreadingUnixStreamServer):
         super().__init__(str(path), _Handler)
 
 
+def _send(pipe: Path, line: str, end: bytes) -> tuple[socket.socket, str]:
+    """One line to the daemon, and its answer up to `end` (or until it hangs up)."""
+    sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    sock.connect(str(pipe / SOCKET_NAME))
+    sock.sendall((line + "\n").encode())
+    data = b""
+    while not data.endswith(end):
+        chunk = sock.recv(65536)
+        if not chunk:
+            break
+        data += chunk
+    return sock, data.decode()
+
+
 def _ask(pipe: Path, line: str) -> str:
-    with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as sock:
-        sock.connect(str(pipe / SOCKET_NAME))
-        sock.sendall((line + "\n").encode())
-        data = b""
-        while not data.endswith(b".\n"):
-            chunk = sock.recv(65536)
-            if not chunk:
-                break
-            data += chunk
-    return data.decode().removesuffix(".\n").rstrip("\n")
+    sock, answer = _send(pipe, line, b".\n")
+    sock.close()
+    return answer.removesuffix(".\n").rstrip("\n")
 
 
 def connect_client(pipe: Path, uid: int, env: dict[str, str]) -> tuple[socket.socket, str]:
     """What a CUDA program does at start-up under MPS: ask the daemon in `pipe` for a server, with
     its UID and whatever CUDA_MPS_* variables its environment still has. Close the socket to end."""
-    sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-    sock.connect(str(pipe / SOCKET_NAME))
     fields = [f"uid={uid}"] + [
         f"{k}={v}" for k, v in env.items() if k.startswith("CUDA_MPS_") and " " not in v
     ]
-    sock.sendall(("connect " + " ".join(fields) + "\n").encode())
-    answer = b""
-    while not answer.endswith(b"\n"):
-        chunk = sock.recv(4096)
-        if not chunk:
-            break
-        answer += chunk
-    return sock, answer.decode().strip()
+    sock, answer = _send(pipe, "connect " + " ".join(fields), b"\n")
+    return sock, answer.strip()
 
 
 def serve(pipe: Path) -> None:
