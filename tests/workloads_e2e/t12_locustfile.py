@@ -52,7 +52,7 @@ class PortalUser(HttpUser):
     def projects(self) -> None:
         self.client.get("/api/v1/projects/", name="read: projects")
 
-    @task(2)
+    @task(1)
     def submit(self) -> None:
         body = {**SUBMIT, "project": self.me["project"], "simulate": {"run_seconds": 20}}
         with self.client.post("/api/v1/jobs/", json=body, name="submit", catch_response=True) as answer:
