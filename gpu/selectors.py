@@ -131,9 +131,9 @@ def shared_slices_by_node(*, include_deleted: bool = False) -> dict[str, list[in
 def cross_project_nodes() -> frozenset[str]:
     """Nodes whose shared GPUs are all marked cross-project: the only nodes where the admission
     queue puts slices of several projects side by side."""
-    shared = gpu_list().filter(sharing_mode=SharingMode.SHARED)
-    closed = set(shared.filter(cross_project=False).values_list("node__name", flat=True))
-    return frozenset(set(shared.values_list("node__name", flat=True)) - closed)
+    rows = gpu_list().filter(sharing_mode=SharingMode.SHARED).values_list("node__name", "cross_project")
+    closed = {name for name, cross in rows if not cross}
+    return frozenset(name for name, _ in rows) - closed
 
 
 def unoffered_whole_by_node() -> dict[str, int]:

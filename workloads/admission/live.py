@@ -12,6 +12,7 @@ is not running. The reads are two LISTs made before any database transaction is 
 
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any, NamedTuple
@@ -92,22 +93,17 @@ def _used(pods: Iterable[Obj], resource: str, parse: Callable[[object], int] = _
     return used
 
 
-def _tenants(pods: Iterable[Obj]) -> dict[str, dict[str, int]]:
+def _tenants(pods: Iterable[Obj]) -> dict[str, Counter[str]]:
     """Node -> project -> bound pods holding shared slices there. A pod the portal did not make
     counts as its namespace's own tenant, so no project is ever placed beside it."""
-    out: dict[str, dict[str, int]] = {}
+    out: dict[str, Counter[str]] = {}
     for pod in pods:
         node = _node_of(pod)
         if node and _requests(pod, SHARED_RESOURCE, _count):
             meta = pod.get("metadata") or {}
             who = _labels(pod).get(labels.PROJECT_LABEL) or f"namespace:{meta.get('namespace', '')}"
-            per = out.setdefault(node, {})
-            per[who] = per.get(who, 0) + 1
+            out.setdefault(node, Counter())[who] += 1
     return out
-
-
-def _merge(a: Mapping[str, int], b: Mapping[str, int]) -> tuple[tuple[str, int], ...]:
-    return tuple(sorted({k: a.get(k, 0) + b.get(k, 0) for k in {*a, *b}}.items()))
 
 
 def _memory_up(value: object) -> int:
@@ -189,11 +185,11 @@ def node_states(
         gpu_type = _labels(node).get(GPU_PRODUCT_LABEL, "")
         cpu = _free(alloc, "cpu", millicores, cpu_used.get(name, 0) + res.cpu_millicores)
         memory = _free(alloc, "memory", mebibytes, memory_used.get(name, 0) + res.memory_mib)
-        held = _merge(tenants.get(name, {}), (reserved_tenants or {}).get(name, {}))
+        held = tenants.get(name, Counter()) + Counter((reserved_tenants or {}).get(name, {}))
         out.append(
             NodeState(
                 *(name, gpu_type, free, total, shared, _schedulable(node), cpu, memory),
-                slice_tenants=held,
+                slice_tenants=tuple(sorted(held.items())),
                 slices_cross_project=name in cross_project,
             )
         )

@@ -6,6 +6,7 @@ stored preemption deadlines. Owners are keyed by user id, projects by slug.
 
 from __future__ import annotations
 
+from collections import Counter
 from dataclasses import replace
 from datetime import datetime
 
@@ -147,13 +148,12 @@ def _reserved(active: list[Job], bound: set[str]) -> dict[str, Reserved]:
     return out
 
 
-def _reserved_tenants(active: list[Job], bound: set[str]) -> dict[str, dict[str, int]]:
+def _reserved_tenants(active: list[Job], bound: set[str]) -> dict[str, Counter[str]]:
     """Node -> project -> its admitted MPS jobs planned there whose pods are not bound yet."""
-    out: dict[str, dict[str, int]] = {}
+    out: dict[str, Counter[str]] = {}
     for job in active:
         if job.mps_slices and job.planned_node and str(job.uid) not in bound:
-            per = out.setdefault(job.planned_node, {})
-            per[job.project.slug] = per.get(job.project.slug, 0) + 1
+            out.setdefault(job.planned_node, Counter())[job.project.slug] += 1
     return out
 
 

@@ -6,7 +6,7 @@ from it as it admits, so two admitted jobs never get the same GPUs and quota is 
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import datetime
 
 from workloads.queue.model import ClusterState, Grant, PendingJob, ProjectQuota, RunningJob, UserCap
@@ -165,17 +165,7 @@ class Ledger:
 
         return Ledger(
             nodes={
-                k: NodeCap(
-                    n.gpu_type,
-                    n.free,
-                    n.schedulable,
-                    dict(n.slices),
-                    n.cpu,
-                    n.memory,
-                    dict(n.tenants),
-                    n.cross_project,
-                )
-                for k, n in self.nodes.items()
+                k: replace(n, slices=dict(n.slices), tenants=dict(n.tenants)) for k, n in self.nodes.items()
             },
             limits=self.limits,
             proj=uses(self.proj),

@@ -16,6 +16,7 @@ the lender for the rest of the cycle.
 
 from __future__ import annotations
 
+from collections import Counter
 from datetime import datetime, timedelta
 
 from workloads.queue.admit import Block
@@ -46,11 +47,8 @@ def _reserve(node: NodeCap, job: PendingJob) -> None:
 
 def _all_borrowed(node: NodeCap, job: PendingJob, group: list[RunningJob]) -> bool:
     """Every job of another project holding slices on the node is one of the borrowers `group`."""
-    others = {p: n for p, n in node.tenants.items() if n > 0 and p != job.project}
-    mine: dict[str, int] = {}
-    for r in group:
-        mine[r.project] = mine.get(r.project, 0) + 1
-    return all(mine.get(p, 0) >= n for p, n in others.items())
+    borrowed = Counter(r.project for r in group)
+    return all(borrowed[p] >= n for p, n in node.tenants.items() if n > 0 and p != job.project)
 
 
 class Reclaimer:

@@ -13,6 +13,7 @@ import heapq
 import math
 import statistics
 import time
+from collections import Counter
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime, timedelta
@@ -110,14 +111,13 @@ class Replay:
     def _node_states(self) -> tuple[NodeState, ...]:
         used: dict[str, int] = {}
         sliced: dict[tuple[str, int], int] = {}
-        tenants: dict[str, dict[str, int]] = {}
+        tenants: dict[str, Counter[str]] = {}
         for r in self.running.values():
             used[r.job.node] = used.get(r.job.node, 0) + r.job.gpus
             for idx, n in r.job.slice_placement:
                 sliced[(r.job.node, idx)] = sliced.get((r.job.node, idx), 0) + n
             if r.job.slices:
-                per = tenants.setdefault(r.job.node, {})
-                per[r.job.project] = per.get(r.job.project, 0) + 1
+                tenants.setdefault(r.job.node, Counter())[r.job.project] += 1
         return tuple(
             replace(
                 n,
