@@ -2,6 +2,10 @@
 
 Authorises in connect(): anonymous sockets are closed; a user joins one group per project they
 can see, so a message about another tenant's job never reaches them.
+
+Async, with the ORM reached off the event loop and not thread-sensitive: a sync consumer runs every
+socket's handlers on one shared thread, so under load (T12: 200 users) connects queued behind each
+other's queries and timed out.
 """
 
 from __future__ import annotations
@@ -9,7 +13,8 @@ from __future__ import annotations
 import time
 from typing import Any
 
-from channels.generic.websocket import JsonWebsocketConsumer
+from channels.db import database_sync_to_async
+from channels.generic.websocket import AsyncJsonWebsocketConsumer
 
 from accounts.live import RECHECK_S, still_active, user_group
 from accounts.models import User
@@ -17,44 +22,41 @@ from accounts.selectors import project_list
 from workloads.messages import JobStateMessage, job_group
 
 
-class JobsConsumer(JsonWebsocketConsumer):
+def _groups(user: User) -> list[str]:
+    projects = project_list(user=user).values_list("pk", flat=True)
+    return [user_group(user.pk), *(job_group(pk) for pk in projects)]
+
+
+class JobsConsumer(AsyncJsonWebsocketConsumer):
     groups_joined: list[str]
 
-    def connect(self) -> None:
+    async def connect(self) -> None:
         user = self.scope.get("user")
         if not isinstance(user, User) or not user.is_active:
-            self.close(code=4401)
+            await self.close(code=4401)
             return
         self.user_id = user.pk
         self.checked = time.monotonic()
-        projects = project_list(user=user).values_list("pk", flat=True)
-        self.groups_joined = [user_group(user.pk), *(job_group(pk) for pk in projects)]
+        self.groups_joined = await database_sync_to_async(_groups, thread_sensitive=False)(user)
         for group in self.groups_joined:
-            self.channel_layer_group_add(group)
-        self.accept()
+            await self.channel_layer.group_add(group, self.channel_name)
+        await self.accept()
 
-    def channel_layer_group_add(self, group: str) -> None:
-        from asgiref.sync import async_to_sync
-
-        async_to_sync(self.channel_layer.group_add)(group, self.channel_name)
-
-    def disconnect(self, code: int) -> None:
-        from asgiref.sync import async_to_sync
-
+    async def disconnect(self, code: int) -> None:
         for group in getattr(self, "groups_joined", []):
-            async_to_sync(self.channel_layer.group_discard)(group, self.channel_name)
+            await self.channel_layer.group_discard(group, self.channel_name)
 
-    def receive_json(self, content: Any, **kwargs: Any) -> None:
+    async def receive_json(self, content: Any, **kwargs: Any) -> None:
         """Clients only listen; anything they send is ignored."""
 
-    def job_state(self, event: JobStateMessage) -> None:
+    async def job_state(self, event: JobStateMessage) -> None:
         if time.monotonic() - self.checked > RECHECK_S:  # in case a revocation message was lost
             self.checked = time.monotonic()
-            if not still_active(self.user_id):
-                self.close(code=4401)
+            if not await database_sync_to_async(still_active, thread_sensitive=False)(self.user_id):
+                await self.close(code=4401)
                 return
-        self.send_json(dict(event))
+        await self.send_json(dict(event))
 
-    def session_revoked(self, event: dict[str, Any]) -> None:
+    async def session_revoked(self, event: dict[str, Any]) -> None:
         """The user's access changed: close; the page reconnects with what they may see now."""
-        self.close(code=4401)
+        await self.close(code=4401)
