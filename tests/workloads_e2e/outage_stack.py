@@ -69,7 +69,11 @@ def _web_answers(base: str) -> bool:
 
 
 @contextlib.contextmanager
-def portal_stack(k8s_cluster: ClusterHandle, workdir: Path, *, server: str = "daphne") -> Iterator[Stack]:
+def portal_stack(
+    k8s_cluster: ClusterHandle, workdir: Path, *, server: str = "daphne", direct: bool = False
+) -> Iterator[Stack]:
+    """`direct`: the portal reaches Postgres and the API server without the cuttable proxies (T12
+    measures the portal, not this process's Python proxies), and runs the chart's two web replicas."""
     db = settings.DATABASES["default"]
     postgres = CuttableProxy(str(db["HOST"] or "127.0.0.1"), int(db["PORT"] or 5432))
     kubeconfig, apiserver = _proxied_kubeconfig(k8s_cluster, workdir)
@@ -78,9 +82,14 @@ def portal_stack(k8s_cluster: ClusterHandle, workdir: Path, *, server: str = "da
     env = worker_env(
         redis_url=redis.url, kubeconfig=str(kubeconfig), prefix=settings.GPUPORTAL_NAMESPACE_PREFIX
     )
-    real = f"@{db['HOST']}:{db['PORT']}/"
-    env["DATABASE_URL"] = env["DATABASE_URL"].replace(real, f"@127.0.0.1:{postgres.port}/")
+    if direct:
+        env["GPUPORTAL_KUBECONFIG"] = str(k8s_cluster.kubeconfig)
+    else:
+        real = f"@{db['HOST']}:{db['PORT']}/"
+        env["DATABASE_URL"] = env["DATABASE_URL"].replace(real, f"@127.0.0.1:{postgres.port}/")
     env["GPUPORTAL_SWEEP_SECONDS"] = str(SWEEP_S)
+    if direct:
+        env["DB_POOL_SIZE"] = "40"
     # Production settings (debug pages off: an outage must show what users would see), over plain HTTP.
     env.update(
         DEBUG="0",
@@ -94,9 +103,10 @@ def portal_stack(k8s_cluster: ClusterHandle, workdir: Path, *, server: str = "da
     port = free_port()
     beat = [celery, "-A", "portal", "beat", "-s", str(workdir / "beat.db"), "-l", "warning"]
     web = [str(bin_dir / "daphne"), "-b", "127.0.0.1", "-p", str(port), "portal.asgi:application"]
-    if server == "uvicorn":  # as the chart runs it by default (one worker here: two cores for everything)
+    if server == "uvicorn":  # as the chart runs it by default
         web = [sys.executable, "-m", "uvicorn", "portal.asgi:application", "--host", "127.0.0.1",
-               "--port", str(port), "--no-server-header"]  # fmt: skip
+               "--port", str(port), "--no-server-header", "--timeout-keep-alive", "75",
+               "--workers", "2" if direct else "1"]  # fmt: skip
     procs = [
         start_worker(env, workdir / "worker.log", "drill"),
         _spawn(beat, env, workdir / "beat.log"),

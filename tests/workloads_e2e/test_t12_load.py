@@ -110,7 +110,7 @@ def test_t12_two_hundred_users_read_submit_tail_and_watch(
     before = set(Job.objects.values_list("uid", flat=True))
     prefix = tmp_path / "t12"
     try:
-        with portal_stack(k8s_cluster, tmp_path, server="uvicorn") as stack:
+        with portal_stack(k8s_cluster, tmp_path, server="uvicorn", direct=True) as stack:
             locustfile = str(Path(__file__).with_name("t12_locustfile.py"))
             locust = [
                 str(Path(sys.executable).parent / "locust"), "-f", locustfile,
