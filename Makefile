@@ -69,10 +69,11 @@ test: lint typecheck layers pytest
 
 # The drills and model checks at the full size of docs reliability.md (hours, not in `make test`):
 # T05 200 jobs / 50 kills / 5 seeds, T06 500 x 50, T08 Postgres and Redis 5 min, API server 10 min,
-# T09 60 examples per operation and mode, 100 stateful scenarios of 12 steps, T12 200 users for 10 min
+# T09 60 examples per operation and mode, 100 stateful scenarios of 12 steps, T11 kubelet absent 60 s,
+# T12 200 users for 10 min
 # (the per-test timeout of `make test` is lifted: one drill alone takes longer).
 SOAK_TESTS ?= tests/workloads_e2e/test_outage_drills.py tests/workloads_e2e/test_chaos_worker_kill.py \
-              workloads/tests/test_t06_state_machine.py workloads/tests/test_t06_unknown.py \
+              plugin/tests/test_resilience.py workloads/tests/test_t06_state_machine.py workloads/tests/test_t06_unknown.py \
               tests/security/test_t09_schemathesis.py tests/workloads_e2e/test_t12_load.py
 soak: venv proto system-deps cluster-build images
 	source deploy/setup/services.sh env

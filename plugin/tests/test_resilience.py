@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import time
 
 import grpc
@@ -11,6 +12,10 @@ from plugin.devices import RESOURCE_GPU, RESOURCE_SHARED
 from plugin.simnvml import SimNvml
 from plugin.testing.kubelet import TestKubelet
 from plugin.tests.conftest import RESOURCES, MakeDaemon
+
+# T11's absence is 60 s (reliability.md) in `make soak`; `make test` waits 20 s, still far past the
+# kubelet's own re-dial and the plugin's backoff cap.
+ABSENT_S = 60 if os.environ.get("GPUPORTAL_SOAK") == "1" else 20
 
 REREGISTER_BUDGET_S = 5.0
 UNHEALTHY_BUDGET_S = 1.0
@@ -42,12 +47,12 @@ def test_it_reregisters_within_5s_after_each_of_20_kubelet_restarts(
 
 
 @pytest.mark.slow
-def test_it_reregisters_when_the_kubelet_returns_after_60s_away(
+def test_it_reregisters_when_the_kubelet_returns_after_a_long_absence(
     make_daemon: MakeDaemon, kubelet: TestKubelet
 ) -> None:
     make_daemon()
     kubelet.stop()
-    time.sleep(60)
+    time.sleep(ABSENT_S)
     t0 = time.monotonic()
     kubelet.start()
     assert _reregistration_time(kubelet, t0) <= REREGISTER_BUDGET_S
