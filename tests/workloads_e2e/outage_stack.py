@@ -73,7 +73,8 @@ def portal_stack(
     k8s_cluster: ClusterHandle, workdir: Path, *, server: str = "daphne", direct: bool = False
 ) -> Iterator[Stack]:
     """`direct`: the portal reaches Postgres and the API server without the cuttable proxies (T12
-    measures the portal, not this process's Python proxies), and runs the chart's two web replicas."""
+    measures the portal, not this process's Python proxies), pools its connections, and runs the
+    chart's two web replicas."""
     db = settings.DATABASES["default"]
     postgres = CuttableProxy(str(db["HOST"] or "127.0.0.1"), int(db["PORT"] or 5432))
     kubeconfig, apiserver = _proxied_kubeconfig(k8s_cluster, workdir)
@@ -84,12 +85,11 @@ def portal_stack(
     )
     if direct:
         env["GPUPORTAL_KUBECONFIG"] = str(k8s_cluster.kubeconfig)
+        env["DB_POOL_SIZE"] = "40"
     else:
         real = f"@{db['HOST']}:{db['PORT']}/"
         env["DATABASE_URL"] = env["DATABASE_URL"].replace(real, f"@127.0.0.1:{postgres.port}/")
     env["GPUPORTAL_SWEEP_SECONDS"] = str(SWEEP_S)
-    if direct:
-        env["DB_POOL_SIZE"] = "40"
     # Production settings (debug pages off: an outage must show what users would see), over plain HTTP.
     env.update(
         DEBUG="0",

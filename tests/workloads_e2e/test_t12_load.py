@@ -1,11 +1,12 @@
 """T12: the portal under load, with Locust (reliability.md, issue 16 item 7).
 
-200 users (10 projects of 20 members) against the whole portal as separate processes (uvicorn as the
-chart runs it, Celery worker and beat, the controller) on the real Postgres, Redis and local cluster:
-job list and detail reads, project reads, submits of one-GPU jobs, log tails, and each user's live
-jobs socket. The figures (p95 per kind, errors, socket connects, socket lag) are printed; the test
-asserts only behaviour: every kind of request was made, HTTP errors stay under 0.1 %, socket messages
-arrived, and afterwards every portal job has exactly one Kubernetes Job.
+200 users (10 projects of 20 members, 5-15 s between actions) against the whole portal as separate
+processes (uvicorn as the chart runs it, two web processes for its two replicas, Celery worker and
+beat, the controller) on the real Postgres, Redis and local cluster: job list and detail reads,
+project reads, submits of one-GPU jobs, log tails, and each user's live jobs socket. The figures
+(p95 per kind, errors, socket connects, socket lag) are printed; the test asserts only behaviour:
+every kind of request was made, HTTP errors stay under 0.1 %, socket messages arrived, and
+afterwards every portal job has exactly one Kubernetes Job.
 2 minutes in `make test`; 10 in `make soak` (GPUPORTAL_SOAK=1).
 """
 
