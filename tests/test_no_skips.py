@@ -1,0 +1,41 @@
+"""Issue 12: a skip is a failure whoever runs the suite, CI set or not, at run time or at collection
+(tests/fixtures/no_skips.py, loaded here into a bare pytest run of small modules)."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parent.parent
+MODULES = {
+    "module_skip": 'import pytest\npytest.skip("gone", allow_module_level=True)\n\ndef test_x():\n    pass\n',
+    "importorskip": 'import pytest\npytest.importorskip("no_such_module_here")\n\ndef test_x():\n    pass\n',
+    "run_skip": 'import pytest\n\ndef test_x():\n    pytest.skip("a real part is missing")\n',
+    "skip_mark": 'import pytest\n\n@pytest.mark.skip(reason="later")\ndef test_x():\n    pass\n',
+}
+
+
+def _run(tmp_path: Path, name: str, source: str) -> subprocess.CompletedProcess[str]:
+    (tmp_path / f"test_{name}.py").write_text(source)
+    env = {k: v for k, v in os.environ.items() if k != "CI"} | {"PYTHONPATH": str(REPO)}
+    args = ["-p", "tests.fixtures.no_skips", "-p", "no:django", "-p", "no:cacheprovider", "-q"]
+    return subprocess.run(
+        [sys.executable, "-m", "pytest", *args, "--rootdir", str(tmp_path), f"test_{name}.py"],
+        cwd=tmp_path, env=env, capture_output=True, text=True, timeout=120, check=False,
+    )  # fmt: skip
+
+
+@pytest.mark.parametrize("name", sorted(MODULES))
+def test_a_skip_fails_the_run_without_ci_set(tmp_path: Path, name: str) -> None:
+    done = _run(tmp_path, name, MODULES[name])
+    assert done.returncode != 0, done.stdout
+    assert "not allowed" in done.stdout, done.stdout
+
+
+def test_a_module_that_passes_passes(tmp_path: Path) -> None:
+    done = _run(tmp_path, "plain", "def test_x():\n    assert True\n")
+    assert done.returncode == 0, done.stdout
