@@ -9,8 +9,10 @@ re-check the account on their own (see `still_active`), so a lost message cannot
 from __future__ import annotations
 
 import logging
+import time
 
 from asgiref.sync import async_to_sync
+from channels.db import database_sync_to_async
 from channels.layers import get_channel_layer
 
 from accounts.models import User
@@ -36,3 +38,21 @@ def streams_close(user_id: int) -> None:
 
 def still_active(user_id: int) -> bool:
     return User.objects.filter(pk=user_id, is_active=True).exists()
+
+
+class Recheck:
+    """A live consumer's own re-read of its user's account, at most every RECHECK_S, so that a lost
+    revocation message cannot keep a stream open."""
+
+    def __init__(self, user_id: int) -> None:
+        self.user_id = user_id
+        self.checked = time.monotonic()
+
+    async def gone(self) -> bool:
+        """True when a re-read is due and finds the account no longer active."""
+        if time.monotonic() - self.checked < RECHECK_S:
+            return False
+        self.checked = time.monotonic()
+        # Off the event loop and not thread-sensitive, as the consumers' other reads.
+        active = await database_sync_to_async(still_active, thread_sensitive=False)(self.user_id)
+        return not active

@@ -17,7 +17,7 @@ from typing import Any, ClassVar
 from channels.db import database_sync_to_async
 from channels.generic.websocket import AsyncJsonWebsocketConsumer
 
-from accounts.live import RECHECK_S, still_active, user_group
+from accounts.live import Recheck, user_group
 from accounts.models import User
 from gpu import app_settings, broadcast, metrics, selectors
 from gpu.messages import GpuFrame, GroupMessage, NodeStateMessage, SamplesMessage
@@ -47,7 +47,7 @@ class LiveGpuConsumer(AsyncJsonWebsocketConsumer):
             await self.close(code=CLOSE_UNAUTHORISED)
             return
         self.group = group
-        self.checked = time.monotonic()
+        self.recheck = Recheck(user.pk)
         self.out = broadcast.Coalescer(app_settings.push_interval_s(), self._emit, asyncio.get_running_loop())
         await self.channel_layer.group_add(self.group, self.channel_name)
         await self.channel_layer.group_add(user_group(user.pk), self.channel_name)
@@ -67,11 +67,7 @@ class LiveGpuConsumer(AsyncJsonWebsocketConsumer):
         await self.close(code=CLOSE_UNAUTHORISED)
 
     async def _revoked(self) -> bool:
-        """Re-read the account now and then, in case a revocation message was lost."""
-        if time.monotonic() - self.checked < RECHECK_S:
-            return False
-        self.checked = time.monotonic()
-        if await database_sync_to_async(still_active, thread_sensitive=False)(self.user.pk):
+        if not await self.recheck.gone():
             return False
         await self.close(code=CLOSE_UNAUTHORISED)
         return True

@@ -10,13 +10,12 @@ other's queries and timed out.
 
 from __future__ import annotations
 
-import time
 from typing import Any
 
 from channels.db import database_sync_to_async
 from channels.generic.websocket import AsyncJsonWebsocketConsumer
 
-from accounts.live import RECHECK_S, still_active, user_group
+from accounts.live import Recheck, user_group
 from accounts.models import User
 from accounts.selectors import project_list
 from workloads.messages import JobStateMessage, job_group
@@ -35,8 +34,7 @@ class JobsConsumer(AsyncJsonWebsocketConsumer):
         if not isinstance(user, User) or not user.is_active:
             await self.close(code=4401)
             return
-        self.user_id = user.pk
-        self.checked = time.monotonic()
+        self.recheck = Recheck(user.pk)
         self.groups_joined = await database_sync_to_async(_groups, thread_sensitive=False)(user)
         for group in self.groups_joined:
             await self.channel_layer.group_add(group, self.channel_name)
@@ -50,11 +48,9 @@ class JobsConsumer(AsyncJsonWebsocketConsumer):
         """Clients only listen; anything they send is ignored."""
 
     async def job_state(self, event: JobStateMessage) -> None:
-        if time.monotonic() - self.checked > RECHECK_S:  # in case a revocation message was lost
-            self.checked = time.monotonic()
-            if not await database_sync_to_async(still_active, thread_sensitive=False)(self.user_id):
-                await self.close(code=4401)
-                return
+        if await self.recheck.gone():
+            await self.close(code=4401)
+            return
         await self.send_json(dict(event))
 
     async def session_revoked(self, event: dict[str, Any]) -> None:

@@ -100,16 +100,14 @@ async def test_a_lost_revocation_message_still_ends_the_stream(
 ) -> None:
     """No signal (a queryset update), so no close message: the consumer's own re-check of the account,
     due every RECHECK_S (30 s; 0 here) while it sends, closes the socket at the next frame."""
-    import gpu.consumers
-    import workloads.consumers
+    import accounts.live
 
     traffic = await sync_to_async(_traffic_for)(path, world)
     communicator, connected = await connect(path, world.member)
     assert connected
     while not await communicator.receive_nothing(timeout=1.0):  # the snapshot, sent before the change
         await communicator.receive_output()
-    monkeypatch.setattr(gpu.consumers, "RECHECK_S", 0.0)
-    monkeypatch.setattr(workloads.consumers, "RECHECK_S", 0.0)
+    monkeypatch.setattr(accounts.live, "RECHECK_S", 0.0)
     await sync_to_async(User.objects.filter(pk=world.member.pk).update)(is_active=False)
     assert await communicator.receive_nothing(timeout=1.0), "closed without a frame: not the re-check path"
     await sync_to_async(traffic)()
