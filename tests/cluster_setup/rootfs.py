@@ -69,5 +69,11 @@ def extract(tar: Path, root: Path) -> None:
     (root / "etc" / "resolv.conf").write_text(Path("/etc/resolv.conf").read_text())
 
 
+def fresh(work: Path) -> Path:
+    """A new root filesystem under `work` from the cached tarball (built first when missing)."""
+    extract(build(work / "mmdebstrap.log"), work / "root")
+    return work / "root"
+
+
 if __name__ == "__main__":
     print(build(Path("/tmp/cluster-rootfs.log")))

@@ -24,10 +24,7 @@ SITE = EXAMPLES / "lab-1cp-3gpu.yaml"
 def root(tmp_path_factory: pytest.TempPathFactory) -> Path:
     if os.geteuid() != 0:
         pytest.fail("node preparation in a chroot needs root (mmdebstrap, chroot, mount)")
-    work = tmp_path_factory.mktemp("nodeprep")
-    tar = rootfs.build(work / "mmdebstrap.log")
-    rootfs.extract(tar, work / "root")
-    return work / "root"
+    return rootfs.fresh(tmp_path_factory.mktemp("nodeprep"))
 
 
 @pytest.fixture(scope="module")
