@@ -19,7 +19,8 @@ pytestmark = [pytest.mark.cluster, pytest.mark.django_db(transaction=True)]
 
 @pytest.fixture
 def watching(kube: RealKubeClient) -> Iterator[Watcher]:
-    watcher = Watcher(client=kube, spec=node_watch_spec(), watch_timeout_s=30)
+    # A short server-side timeout: the stream ends (and resumes) often, so stopping takes seconds.
+    watcher = Watcher(client=kube, spec=node_watch_spec(), watch_timeout_s=3)
     stop = threading.Event()
 
     def run() -> None:
