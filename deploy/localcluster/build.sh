@@ -34,7 +34,7 @@ run_step() {
 
 missing() {
   local b
-  for b in kube-apiserver kube-controller-manager kube-scheduler etcd kwok kwokctl kubectl kubeadm helm; do
+  for b in kube-apiserver kube-controller-manager kube-scheduler etcd kwok kwokctl kubectl kubeadm kubelet helm; do
     [ -x "$BIN/$b" ] || printf '%s ' "$b"
   done
 }
@@ -87,6 +87,7 @@ import (
 	_ "k8s.io/kubernetes/cmd/kube-scheduler"
 	_ "k8s.io/kubernetes/cmd/kubeadm"
 	_ "k8s.io/kubernetes/cmd/kubectl"
+	_ "k8s.io/kubernetes/cmd/kubelet"
 )
 GO
   go get "k8s.io/kubernetes@v$KV" "go.etcd.io/etcd/server/v3@v$ETCD"
@@ -106,18 +107,30 @@ build_k8s() {
   cd "$BUILD"
   go build -p 2 -trimpath -tags selinux,notest,grpcnotrace -ldflags "$(k8s_ldflags)" -o "$BIN/" \
     k8s.io/kubernetes/cmd/kube-apiserver k8s.io/kubernetes/cmd/kube-controller-manager \
-    k8s.io/kubernetes/cmd/kube-scheduler k8s.io/kubernetes/cmd/kubectl k8s.io/kubernetes/cmd/kubeadm
+    k8s.io/kubernetes/cmd/kube-scheduler k8s.io/kubernetes/cmd/kubectl k8s.io/kubernetes/cmd/kubeadm \
+    k8s.io/kubernetes/cmd/kubelet
 }
 
-# kubeadm (deploy/cluster renders kubeadm configs; tests/cluster_setup runs `kubeadm config validate`).
-# Added after the others: a cache holding everything else builds only kubeadm.
-build_kubeadm() {
+# Added after the others, so a cache holding everything else builds only these (seconds to a minute):
+# kubeadm (deploy/cluster renders kubeadm configs; tests/cluster_setup runs `kubeadm config validate`)
+# and the kubelet of the optional real node (deploy/localcluster/README.md).
+LATE=(kubeadm kubelet)
+build_late() {
   cd "$BUILD"
-  grep -q 'cmd/kubeadm' tools.go || sed 's#^\t_ "k8s.io/kubernetes/cmd/kubectl"#\t_ "k8s.io/kubernetes/cmd/kubeadm"\n&#' tools.go > tools.go.new
-  [ -f tools.go.new ] && mv tools.go.new tools.go
+  local b pkgs=()
+  for b in "${LATE[@]}"; do
+    grep -q "cmd/$b\"" tools.go || sed "s#^)\$#\t_ \"k8s.io/kubernetes/cmd/$b\"\n)#" tools.go > tools.go.new
+    [ -f tools.go.new ] && mv tools.go.new tools.go
+    [ -x "$BIN/$b" ] || pkgs+=("k8s.io/kubernetes/cmd/$b")
+  done
   go mod tidy
-  go build -p 2 -trimpath -tags selinux,notest,grpcnotrace -ldflags "$(k8s_ldflags)" -o "$BIN/" \
-    k8s.io/kubernetes/cmd/kubeadm
+  go build -p 2 -trimpath -tags selinux,notest,grpcnotrace -ldflags "$(k8s_ldflags)" -o "$BIN/" "${pkgs[@]}"
+}
+
+only_late_missing() {
+  local b
+  for b in $(missing); do [[ " ${LATE[*]} " == *" $b "* ]] || return 1; done
+  [ -n "$(missing)" ]
 }
 
 # Its own module graph (helm pins its own client-go), so `go install` rather than the consumer module.
@@ -139,9 +152,9 @@ build_etcd() {
 
 [ -x "$BIN/kwokctl" ] && [ -x "$BIN/kwok" ] || run_step "building kwok v$KWOK" build_kwok
 helm_ok || run_step "building helm v$HELM" build_helm
-if [ "$(missing)" = "kubeadm " ] && [ -f "$BUILD/go.mod" ] \
+if only_late_missing && [ -f "$BUILD/go.mod" ] \
   && "$BIN/kube-apiserver" --version 2>/dev/null | grep -q "Kubernetes v$KV"; then
-  run_step "building kubeadm v$KV" build_kubeadm
+  run_step "building $(missing)v$KV" build_late
 fi
 if [ -x "$BIN/kube-apiserver" ] && have_all; then
   say "built into $BIN"

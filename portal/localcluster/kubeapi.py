@@ -59,6 +59,10 @@ class KubeApi:
         self._timeout = timeout
         self._local = threading.local()
 
+    @property
+    def server(self) -> str:
+        return f"https://{self._host}:{self._port}"
+
     def _conn(self) -> http.client.HTTPSConnection:
         conn: http.client.HTTPSConnection | None = getattr(self._local, "conn", None)
         if conn is None:

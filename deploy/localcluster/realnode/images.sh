@@ -1,0 +1,59 @@
+#!/usr/bin/env bash
+# Builds the images the real node runs, with no registry and no Docker engine, as docker archives that
+# `ctr images import` loads (pods use them with imagePullPolicy: Never):
+#   gpuportal.local/pause:1     the pod sandbox, pause.go built static
+#   gpuportal.local/busybox:1   Debian's static busybox (sh, echo, sleep, cat, env...) for test jobs
+# Cached in $GPUPORTAL_CACHE/realnode-images/<key of this script and pause.go>; prints that folder.
+# Seconds when cached. Needs go, umoci, skopeo (deploy/setup/system-deps.sh) and apt's package lists.
+set -euo pipefail
+HERE=$(cd "$(dirname "$0")" && pwd)
+CACHE=${GPUPORTAL_CACHE:-$HOME/.cache/gpuportal}/realnode-images
+KEY=$(cat "$0" "$HERE/pause.go" | sha256sum | cut -c1-16)
+OUT=$CACHE/$KEY
+BUSYBOX_APPLETS=(sh echo sleep cat env ls true false printf)
+if [ -f "$OUT/done" ]; then echo "$OUT"; exit 0; fi
+log() { echo "[realnode-images] $*" >&2; }
+WORK=$(mktemp -d)
+trap 'rm -rf "$WORK"' EXIT
+
+build_pause() {
+  mkdir -p "$WORK/pause-src" "$WORK/pause-root"
+  cp "$HERE/pause.go" "$WORK/pause-src/"
+  (cd "$WORK/pause-src" && go mod init local.invalid/pause >/dev/null 2>&1 &&
+    CGO_ENABLED=0 go build -trimpath -ldflags "-s -w" -o "$WORK/pause-root/pause" .)
+}
+
+build_busybox_root() {
+  local root=$WORK/busybox-root applet
+  (cd "$WORK" && apt-get download -qq busybox-static >/dev/null 2>&1) ||
+    { apt-get update -qq && (cd "$WORK" && apt-get download -qq busybox-static); }
+  dpkg-deb -x "$WORK"/busybox-static_*.deb "$WORK/deb"
+  mkdir -p "$root/bin" "$root/tmp"
+  install -m 0755 "$WORK/deb/bin/busybox" "$root/bin/busybox"
+  for applet in "${BUSYBOX_APPLETS[@]}"; do
+    ln -s busybox "$root/bin/$applet"
+  done
+}
+
+# $1 name, $2 root folder, $3... entrypoint
+make_image() {
+  local name=$1 root=$2 layout=$WORK/oci
+  shift 2
+  umoci new --image "$layout:$name"
+  umoci insert --image "$layout:$name" "$root" /
+  local args=() arg
+  for arg in "$@"; do args+=(--config.entrypoint "$arg"); done
+  umoci config --image "$layout:$name" --os linux --architecture amd64 --config.env PATH=/bin "${args[@]}"
+  skopeo copy -q "oci:$layout:$name" "docker-archive:$OUT.tmp/$name.tar:gpuportal.local/$name:1"
+}
+
+log "building the pause and busybox images into $OUT"
+rm -rf "$OUT.tmp" && mkdir -p "$OUT.tmp"
+build_pause
+build_busybox_root
+umoci init --layout "$WORK/oci"
+make_image pause "$WORK/pause-root" /pause
+make_image busybox "$WORK/busybox-root" /bin/sh
+touch "$OUT.tmp/done"
+rm -rf "$OUT" && mv "$OUT.tmp" "$OUT"
+echo "$OUT"

@@ -1,0 +1,235 @@
+"""The optional real node: the upstream kubelet with Debian's containerd and runc beside the kwok nodes.
+
+It runs real containers from images loaded from local archives, and it is where the device plugin
+meets the real kubelet's device-plugin and PodResources APIs. It only runs inside the run's own
+network namespace (portal/localcluster/netns.py) and, as it changes machine-wide things, one at a
+time per machine; stopping it puts the host back as found (portal/localcluster/hoststate.py).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import signal
+import subprocess
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import IO
+
+import portal.localcluster.hoststate as hoststate
+import portal.localcluster.netns as netns
+from portal.localcluster import realnode_config as rc
+from portal.localcluster.cluster import ClusterHandle, kwok_workdir
+from portal.localcluster.kubeapi import KubeApi, KubeApiError
+from portal.localcluster.paths import DEPLOY_DIR
+
+IMAGES_SCRIPT = DEPLOY_DIR / "realnode" / "images.sh"
+DEFAULT_NODE = "gpu-real-0"
+
+
+@dataclass
+class RealNode:
+    """A started real node; `stop()` ends it and reports what of the host it could not restore."""
+
+    name: str
+    cluster: ClusterHandle
+    dirs: rc.NodeDirs
+    before: hoststate.HostState
+    procs: dict[str, subprocess.Popen[bytes]] = field(default_factory=dict)
+    timings: dict[str, float] = field(default_factory=dict)
+    _lock: contextlib.ExitStack = field(default_factory=contextlib.ExitStack)
+
+    @property
+    def ip(self) -> str:
+        return netns.NODE_IP
+
+    def ctr(self, *args: str, timeout: float = 60.0) -> str:
+        """containerd's own CLI against this node, in the namespace the kubelet uses."""
+        argv = ["ctr", "--address", str(self.dirs.containerd_socket), "--namespace", "k8s.io", *args]
+        proc = subprocess.run(argv, capture_output=True, text=True, timeout=timeout, check=False)
+        if proc.returncode != 0:
+            raise RuntimeError(f"ctr {' '.join(args)} failed: {proc.stderr.strip()[-1000:]}")
+        return proc.stdout
+
+    def restart_kubelet(self) -> None:
+        _terminate(self.procs.pop("kubelet"))
+        self.procs["kubelet"] = _spawn(self, "kubelet", _kubelet_argv(self))
+
+    def stop(self) -> list[str]:
+        try:
+            with contextlib.suppress(OSError, KubeApiError):
+                _delete_node_object(self)
+            if "kubelet" in self.procs:
+                _terminate(self.procs.pop("kubelet"))
+            _stop_containers(self)
+            if "containerd" in self.procs:
+                _terminate(self.procs.pop("containerd"))
+            _kill_shims(self.dirs)
+            _unmount_under(self.dirs.root)
+            return hoststate.restore(self.before)
+        finally:
+            self._lock.close()
+
+
+def start_real_node(cluster: ClusterHandle, name: str = DEFAULT_NODE, timeout: float = 90.0) -> RealNode:
+    """Start containerd and the kubelet as node `name` of `cluster`; wait until the Node is Ready."""
+    if netns.current() is None:
+        raise RuntimeError(
+            "the real node runs only inside the run's own network namespace: "
+            "python -m portal.localcluster.netns run -- COMMAND (make test does this for tests/realnode)"
+        )
+    lock = contextlib.ExitStack()
+    lock.enter_context(hoststate.machine_lock())
+    dirs = rc.NodeDirs(cluster.run_dir / f"{cluster.name}-realnode" / name)
+    node = RealNode(name, cluster, dirs, hoststate.snapshot(), _lock=lock)
+    t0 = time.monotonic()
+    try:
+        _write_files(node)
+        node.procs["containerd"] = _spawn(
+            node, "containerd", ["containerd", "--config", str(dirs.containerd_config)]
+        )
+        _wait_for(lambda: _answers(node), timeout, "containerd to answer")
+        _load_images(node)
+        node.timings["containerd_s"] = round(time.monotonic() - t0, 2)
+        node.procs["kubelet"] = _spawn(node, "kubelet", _kubelet_argv(node))
+        _wait_for(lambda: node_ready(cluster.api(), name), timeout, f"node {name} to be Ready")
+    except BaseException:
+        node.stop()
+        raise
+    node.timings["ready_s"] = round(time.monotonic() - t0, 2)
+    return node
+
+
+def _write_files(node: RealNode) -> None:
+    dirs, pki = node.dirs, kwok_workdir(node.cluster.run_dir) / "clusters" / node.cluster.name / "pki"
+    for d in (dirs.cni_conf_dir, dirs.pki, dirs.logs, dirs.kubelet_root):
+        d.mkdir(parents=True, exist_ok=True)
+    dirs.containerd_config.write_text(rc.containerd_toml(dirs))
+    (dirs.cni_conf_dir / "10-gpuportal.conflist").write_text(rc.cni_conflist(dirs))
+    dirs.kubelet_config.write_text(rc.kubelet_yaml(dirs, node_ip=node.ip, ca_file=pki / "ca.crt"))
+    cert, key = _node_certificate(node.name, pki, dirs.pki)
+    server = node.cluster.api().server
+    dirs.kubelet_kubeconfig.write_text(
+        rc.node_kubeconfig(server=server, ca_file=pki / "ca.crt", cert=cert, key=key)
+    )
+
+
+def _node_certificate(name: str, ca_dir: Path, out: Path) -> tuple[Path, Path]:
+    """A client certificate for system:node:<name> in system:nodes, signed by the cluster CA."""
+    key, csr, cert = out / "node.key", out / "node.csr", out / "node.crt"
+    subject = f"/O=system:nodes/CN=system:node:{name}"
+    for argv in (
+        ["openssl", "req", "-new", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1", "-nodes",
+         "-keyout", str(key), "-subj", subject, "-out", str(csr)],
+        ["openssl", "x509", "-req", "-in", str(csr), "-CA", str(ca_dir / "ca.crt"), "-CAkey",
+         str(ca_dir / "ca.key"), "-CAcreateserial", "-CAserial", str(out / "ca.srl"), "-days", "7",
+         "-out", str(cert)],
+    ):  # fmt: skip
+        subprocess.run(argv, capture_output=True, check=True)
+    return cert, key
+
+
+def _kubelet_argv(node: RealNode) -> list[str]:
+    d = node.dirs
+    return [
+        str(node.cluster.bin_dir / "kubelet"),
+        f"--config={d.kubelet_config}",
+        f"--kubeconfig={d.kubelet_kubeconfig}",
+        f"--root-dir={d.kubelet_root}",
+        f"--cert-dir={d.pki / 'serving'}",
+        f"--hostname-override={node.name}",
+        f"--node-ip={node.ip}",
+        f"--node-labels={rc.REAL_NODE_LABEL}=true",
+        "--v=1",
+    ]
+
+
+def _spawn(node: RealNode, what: str, argv: list[str]) -> subprocess.Popen[bytes]:
+    log: IO[bytes] = (node.dirs.logs / f"{what}.log").open("ab")
+    # Its own session: a Ctrl-C meant for pytest must not kill it before the ordered stop.
+    return subprocess.Popen(argv, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+
+
+def _answers(node: RealNode) -> bool:
+    try:
+        node.ctr("version", timeout=5)
+    except (RuntimeError, subprocess.TimeoutExpired):
+        return False
+    return True
+
+
+def _load_images(node: RealNode) -> None:
+    out = subprocess.run(["bash", str(IMAGES_SCRIPT)], capture_output=True, text=True, check=True)
+    folder = Path(out.stdout.strip().splitlines()[-1])
+    for archive in sorted(folder.glob("*.tar")):
+        node.ctr("images", "import", str(archive), timeout=120)
+
+
+def node_ready(api: KubeApi, name: str) -> bool:
+    try:
+        node = api.get(f"/api/v1/nodes/{name}")
+    except KubeApiError:
+        return False
+    conditions = node.get("status", {}).get("conditions", []) if isinstance(node, dict) else []
+    return any(c.get("type") == "Ready" and c.get("status") == "True" for c in conditions)
+
+
+def _wait_for(check: object, timeout: float, what: str) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if callable(check) and check():
+            return
+        time.sleep(0.3)
+    raise TimeoutError(f"timed out after {timeout:.0f} s waiting for {what}")
+
+
+def _terminate(proc: subprocess.Popen[bytes], grace: float = 10.0) -> None:
+    if proc.poll() is None:
+        proc.send_signal(signal.SIGTERM)
+        try:
+            proc.wait(grace)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait(5)
+
+
+def _delete_node_object(node: RealNode) -> None:
+    api = node.cluster.api()
+    try:
+        api.delete(f"/api/v1/nodes/{node.name}")
+    finally:
+        api.close()
+
+
+def _stop_containers(node: RealNode) -> None:
+    """SIGKILL every process in the node's pod cgroups (the shims' children are the containers)."""
+    new = hoststate.snapshot().cgroups - node.before.cgroups
+    for _ in range(50):
+        pids = hoststate.cgroup_pids(new)
+        if not pids:
+            return
+        for pid in pids:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGKILL)
+        time.sleep(0.1)
+
+
+def _kill_shims(dirs: rc.NodeDirs) -> None:
+    """The containerd shims of this node (they outlive containerd by design)."""
+    needle = str(dirs.containerd_socket).encode()
+    for proc in Path("/proc").iterdir():
+        if not proc.name.isdigit():
+            continue
+        with contextlib.suppress(OSError):
+            cmdline = (proc / "cmdline").read_bytes()
+            if b"containerd-shim" in cmdline and needle in cmdline:
+                os.kill(int(proc.name), signal.SIGKILL)
+
+
+def _unmount_under(root: Path) -> None:
+    """Container root filesystems, pod volumes and netns files left mounted under the node's folder."""
+    prefix = str(root.resolve())
+    mounts = [line.split()[4] for line in Path("/proc/self/mountinfo").read_text().splitlines()]
+    for target in sorted((m for m in mounts if m.startswith(prefix)), key=len, reverse=True):
+        subprocess.run(["umount", "-l", target], capture_output=True, check=False)
