@@ -77,6 +77,18 @@ def cgroup_pids(cgroups: set[str] | frozenset[str]) -> set[int]:
     return pids
 
 
+def kill_cgroup_processes(cgroups: set[str] | frozenset[str]) -> None:
+    """SIGKILL everything in these cgroup trees until they are empty (at most about 5 s)."""
+    for _ in range(50):
+        pids = cgroup_pids(cgroups)
+        if not pids:
+            return
+        for pid in pids:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGKILL)
+        time.sleep(0.1)
+
+
 def _remove_cgroup_tree(top: Path) -> None:
     # Children first: a cgroup folder can only be removed empty, and only with rmdir.
     for d in sorted((p for p in top.rglob("*") if p.is_dir()), key=lambda p: len(p.parts), reverse=True):
@@ -92,14 +104,7 @@ def restore(before: HostState) -> list[str]:
     Returns what could still not be restored (empty when the host is as found)."""
     now = snapshot()
     new_cgroups = now.cgroups - before.cgroups
-    for _ in range(50):
-        pids = cgroup_pids(new_cgroups)
-        if not pids:
-            break
-        for pid in pids:
-            with contextlib.suppress(ProcessLookupError):
-                os.kill(pid, signal.SIGKILL)
-        time.sleep(0.1)
+    kill_cgroup_processes(new_cgroups)
     for c in sorted(new_cgroups):
         _remove_cgroup_tree(Path(c))
     for p in sorted(now.paths - before.paths):

@@ -112,12 +112,14 @@ def ready_node_names(api: KubeApi, selector: str = "type=kwok") -> set[str]:
             return names
 
 
-def wait_nodes_ready(api: KubeApi, names: list[str], timeout: float = 120.0) -> float:
-    """Block until every named node is Ready; return the seconds it took."""
+def wait_nodes_ready(
+    api: KubeApi, names: list[str], timeout: float = 120.0, selector: str = "type=kwok"
+) -> float:
+    """Block until every named node (among those `selector` matches) is Ready; return the seconds."""
     start = time.monotonic()
     want = set(names)
     while True:
-        missing = want - ready_node_names(api)
+        missing = want - ready_node_names(api, selector)
         if not missing:
             return time.monotonic() - start
         if time.monotonic() - start > timeout:

@@ -13,6 +13,7 @@ import os
 import signal
 import subprocess
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO
@@ -20,8 +21,9 @@ from typing import IO
 import portal.localcluster.hoststate as hoststate
 import portal.localcluster.netns as netns
 from portal.localcluster import realnode_config as rc
-from portal.localcluster.cluster import ClusterHandle, kwok_workdir
-from portal.localcluster.kubeapi import KubeApi, KubeApiError
+from portal.localcluster.cluster import ClusterHandle
+from portal.localcluster.kubeapi import KubeApiError
+from portal.localcluster.nodes import wait_nodes_ready
 from portal.localcluster.paths import DEPLOY_DIR
 
 IMAGES_SCRIPT = DEPLOY_DIR / "realnode" / "images.sh"
@@ -52,17 +54,15 @@ class RealNode:
             raise RuntimeError(f"ctr {' '.join(args)} failed: {proc.stderr.strip()[-1000:]}")
         return proc.stdout
 
-    def restart_kubelet(self) -> None:
-        _terminate(self.procs.pop("kubelet"))
-        self.procs["kubelet"] = _spawn(self, "kubelet", _kubelet_argv(self))
-
     def stop(self) -> list[str]:
         try:
-            with contextlib.suppress(OSError, KubeApiError):
-                _delete_node_object(self)
             if "kubelet" in self.procs:
                 _terminate(self.procs.pop("kubelet"))
-            _stop_containers(self)
+            # After the kubelet, which would register the Node again.
+            with contextlib.suppress(OSError, KubeApiError):
+                _delete_node_object(self)
+            # The containers are the shims' children, in the node's new pod cgroups.
+            hoststate.kill_cgroup_processes(hoststate.snapshot().cgroups - self.before.cgroups)
             if "containerd" in self.procs:
                 _terminate(self.procs.pop("containerd"))
             _kill_shims(self.dirs)
@@ -84,8 +84,9 @@ def start_real_node(cluster: ClusterHandle, name: str = DEFAULT_NODE, timeout: f
     dirs = rc.NodeDirs(cluster.run_dir / f"{cluster.name}-realnode" / name)
     node = RealNode(name, cluster, dirs, hoststate.snapshot(), _lock=lock)
     t0 = time.monotonic()
+    api = cluster.api()
     try:
-        _write_files(node)
+        _write_files(node, api.server)
         node.procs["containerd"] = _spawn(
             node, "containerd", ["containerd", "--config", str(dirs.containerd_config)]
         )
@@ -93,23 +94,24 @@ def start_real_node(cluster: ClusterHandle, name: str = DEFAULT_NODE, timeout: f
         _load_images(node)
         node.timings["containerd_s"] = round(time.monotonic() - t0, 2)
         node.procs["kubelet"] = _spawn(node, "kubelet", _kubelet_argv(node))
-        _wait_for(lambda: node_ready(cluster.api(), name), timeout, f"node {name} to be Ready")
+        wait_nodes_ready(api, [name], timeout, selector=f"{rc.REAL_NODE_LABEL}=true")
     except BaseException:
         node.stop()
         raise
+    finally:
+        api.close()
     node.timings["ready_s"] = round(time.monotonic() - t0, 2)
     return node
 
 
-def _write_files(node: RealNode) -> None:
-    dirs, pki = node.dirs, kwok_workdir(node.cluster.run_dir) / "clusters" / node.cluster.name / "pki"
+def _write_files(node: RealNode, server: str) -> None:
+    dirs, pki = node.dirs, node.cluster.workdir / "pki"
     for d in (dirs.cni_conf_dir, dirs.pki, dirs.logs, dirs.kubelet_root):
         d.mkdir(parents=True, exist_ok=True)
     dirs.containerd_config.write_text(rc.containerd_toml(dirs))
     (dirs.cni_conf_dir / "10-gpuportal.conflist").write_text(rc.cni_conflist(dirs))
     dirs.kubelet_config.write_text(rc.kubelet_yaml(dirs, node_ip=node.ip, ca_file=pki / "ca.crt"))
     cert, key = _node_certificate(node.name, pki, dirs.pki)
-    server = node.cluster.api().server
     dirs.kubelet_kubeconfig.write_text(
         rc.node_kubeconfig(server=server, ca_file=pki / "ca.crt", cert=cert, key=key)
     )
@@ -166,19 +168,10 @@ def _load_images(node: RealNode) -> None:
         node.ctr("images", "import", str(archive), timeout=120)
 
 
-def node_ready(api: KubeApi, name: str) -> bool:
-    try:
-        node = api.get(f"/api/v1/nodes/{name}")
-    except KubeApiError:
-        return False
-    conditions = node.get("status", {}).get("conditions", []) if isinstance(node, dict) else []
-    return any(c.get("type") == "Ready" and c.get("status") == "True" for c in conditions)
-
-
-def _wait_for(check: object, timeout: float, what: str) -> None:
+def _wait_for(check: Callable[[], bool], timeout: float, what: str) -> None:
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
-        if callable(check) and check():
+        if check():
             return
         time.sleep(0.3)
     raise TimeoutError(f"timed out after {timeout:.0f} s waiting for {what}")
@@ -200,19 +193,6 @@ def _delete_node_object(node: RealNode) -> None:
         api.delete(f"/api/v1/nodes/{node.name}")
     finally:
         api.close()
-
-
-def _stop_containers(node: RealNode) -> None:
-    """SIGKILL every process in the node's pod cgroups (the shims' children are the containers)."""
-    new = hoststate.snapshot().cgroups - node.before.cgroups
-    for _ in range(50):
-        pids = hoststate.cgroup_pids(new)
-        if not pids:
-            return
-        for pid in pids:
-            with contextlib.suppress(ProcessLookupError):
-                os.kill(pid, signal.SIGKILL)
-        time.sleep(0.1)
 
 
 def _kill_shims(dirs: rc.NodeDirs) -> None:
