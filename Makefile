@@ -9,7 +9,7 @@ BIN := $(VENV)/bin
 export PATH := $(CURDIR)/$(BIN):$(PATH)
 
 .PHONY: demo test venv system-deps frontend services-up services-down lint typecheck layers pytest bench \
-        cluster-build cluster-up cluster-down proto gpu-check lock images oidc-provider soak
+        cluster-build cluster-up cluster-down proto gpu-check lock images oidc-provider soak pytest-realnode
 
 include plugin/plugin.mk
 include deploy/localcluster/cluster.mk
@@ -54,7 +54,12 @@ layers: venv
 pytest: venv proto system-deps cluster-build images oidc-provider
 	source deploy/setup/services.sh env
 	bash deploy/setup/services.sh up
-	$(BIN)/python -m pytest $(PYTEST_ARGS)
+	$(BIN)/python -m pytest --ignore=tests/realnode $(PYTEST_ARGS)
+
+# The tests on the optional real node (a real kubelet, containerd and runc; deploy/localcluster/README.md)
+# run inside the run's own network namespace, with their own control plane, Postgres and Redis there.
+pytest-realnode: venv proto system-deps cluster-build
+	$(BIN)/python -m portal.localcluster.netns run -- bash deploy/localcluster/realnode/run-tests.sh $(PYTEST_ARGS)
 
 # The OpenID Connect provider the sign-in tests run (Go, cached; seconds when nothing changed).
 oidc-provider:
@@ -65,7 +70,7 @@ oidc-provider:
 images: venv proto system-deps
 	bash deploy/images/build.sh
 
-test: lint typecheck layers pytest
+test: lint typecheck layers pytest pytest-realnode
 
 # The drills and model checks at the full size of docs reliability.md (hours, not in `make test`):
 # T05 200 jobs / 50 kills / 5 seeds, T06 500 x 50, T08 Postgres and Redis 5 min, API server 10 min,

@@ -194,7 +194,8 @@ def start_cluster(
     stop_cluster(name, rd)
     cdir = cluster_dir(rd, name)
     cdir.mkdir(parents=True, exist_ok=True)
-    config = write_config(cdir / "kwokctl.yaml", bin_dir=bin_dir)
+    pki = kwok_workdir(rd) / "clusters" / name / "pki"  # made by kwokctl create
+    config = write_config(cdir / "kwokctl.yaml", bin_dir=bin_dir, pki_dir=pki)
     kubeconfig = cdir / "kubeconfig"
     create = ["create", "cluster", "--name", name, "--config", str(config), "--kubeconfig", str(kubeconfig)]
     t0 = time.monotonic()

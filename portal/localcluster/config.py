@@ -24,11 +24,12 @@ DEFAULT_LOGS_FILE = DEPLOY_DIR / "sample.log"
 
 
 def render_config(
-    *, bin_dir: Path, logs_file: Path = DEFAULT_LOGS_FILE, versions: Versions | None = None
+    *, bin_dir: Path, pki_dir: Path, logs_file: Path = DEFAULT_LOGS_FILE, versions: Versions | None = None
 ) -> str:
     template = Template((DEPLOY_DIR / "kwokctl.yaml").read_text())
     head = template.substitute(
         BIN=str(bin_dir.resolve()),
+        PKI=str(pki_dir.resolve()),
         LOGS_FILE=str(logs_file.resolve()),
         KUBE_VERSION=(versions or Versions()).kube,
     )
@@ -36,7 +37,7 @@ def render_config(
     return "\n---\n".join([head.rstrip(), *(s.rstrip() for s in stages)]) + "\n"
 
 
-def write_config(path: Path, *, bin_dir: Path, logs_file: Path = DEFAULT_LOGS_FILE) -> Path:
+def write_config(path: Path, *, bin_dir: Path, pki_dir: Path, logs_file: Path = DEFAULT_LOGS_FILE) -> Path:
     path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(render_config(bin_dir=bin_dir, logs_file=logs_file))
+    path.write_text(render_config(bin_dir=bin_dir, pki_dir=pki_dir, logs_file=logs_file))
     return path

@@ -143,6 +143,7 @@ def _kubelet_argv(node: RealNode) -> list[str]:
         f"--hostname-override={node.name}",
         f"--node-ip={node.ip}",
         f"--node-labels={rc.REAL_NODE_LABEL}=true",
+        f"--register-with-taints={rc.REAL_NODE_TAINT}",
         "--v=1",
     ]
 

@@ -16,6 +16,8 @@ POD_SUBNET = "10.214.0.0/24"
 BRIDGE = "rn-cni0"
 CNI_BIN_DIR = Path("/usr/lib/cni")  # Debian's containernetworking-plugins
 REAL_NODE_LABEL = "gpuportal.dev/real-node"
+# Also a NoSchedule taint of that key: only pods placed there on purpose land on the real node.
+REAL_NODE_TAINT = f"{REAL_NODE_LABEL}=true:NoSchedule"
 # Loaded from local archives (deploy/localcluster/realnode/images.sh), never pulled.
 PAUSE_IMAGE = "gpuportal.local/pause:1"
 BUSYBOX_IMAGE = "gpuportal.local/busybox:1"

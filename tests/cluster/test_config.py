@@ -11,7 +11,7 @@ from portal.localcluster.nodes import GpuNodeSpec, node_manifest
 
 
 def test_config_names_every_binary_by_absolute_path_and_binds_loopback(tmp_path: Path) -> None:
-    docs = list(yaml.safe_load_all(render_config(bin_dir=tmp_path)))
+    docs = list(yaml.safe_load_all(render_config(bin_dir=tmp_path, pki_dir=tmp_path / "pki")))
 
     options = docs[0]["options"]
     assert options["runtime"] == "binary"
@@ -21,10 +21,14 @@ def test_config_names_every_binary_by_absolute_path_and_binds_loopback(tmp_path:
     assert options["kwokControllerBinary"] == f"{tmp_path}/kwok"
     (logs,) = (d for d in docs if d["kind"] == "ClusterLogs")
     assert Path(logs["spec"]["logs"][0]["logsFile"]).is_absolute()
+    (apiserver,) = (p for p in docs[0]["componentsPatches"] if p["name"] == "kube-apiserver")
+    args = {a["key"]: a["value"] for a in apiserver["extraArgs"]}
+    assert args["kubelet-client-certificate"] == f"{tmp_path}/pki/admin.crt"
+    assert args["kubelet-client-key"] == f"{tmp_path}/pki/admin.key"
 
 
 def test_config_carries_the_complete_stage_set() -> None:
-    docs = list(yaml.safe_load_all(render_config(bin_dir=Path("/bin"))))
+    docs = list(yaml.safe_load_all(render_config(bin_dir=Path("/bin"), pki_dir=Path("/pki"))))
 
     stages = {d["metadata"]["name"]: d for d in docs if d["kind"] == "Stage"}
     assert set(stages) == {

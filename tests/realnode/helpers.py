@@ -1,0 +1,63 @@
+"""Pods for the real node: real images loaded from local archives, never pulled."""
+
+from __future__ import annotations
+
+import subprocess
+from typing import Any
+
+from kubernetes import client
+
+from portal.localcluster import ClusterHandle
+from portal.localcluster import realnode_config as rc
+from tests.cluster.helpers import wait_for
+
+
+def real_pod(name: str, script: str, *, limits: dict[str, str] | None = None) -> client.V1Pod:
+    """A busybox pod pinned to the real node (its label and taint), running `sh -c script`."""
+    return client.V1Pod(
+        metadata=client.V1ObjectMeta(name=name),
+        spec=client.V1PodSpec(
+            restart_policy="Never",
+            automount_service_account_token=False,
+            node_selector={rc.REAL_NODE_LABEL: "true"},
+            tolerations=[client.V1Toleration(key=rc.REAL_NODE_LABEL, operator="Exists", effect="NoSchedule")],
+            termination_grace_period_seconds=2,
+            containers=[
+                client.V1Container(
+                    name="main",
+                    image=rc.BUSYBOX_IMAGE,
+                    image_pull_policy="Never",
+                    command=["sh", "-c", script],
+                    resources=client.V1ResourceRequirements(limits=limits),
+                )
+            ],
+        ),
+    )
+
+
+def read_pod(core: client.CoreV1Api, namespace: str, name: str) -> dict[str, Any]:
+    """The pod as plain data (snake_case keys), which reads more simply than the optional models."""
+    pod: dict[str, Any] = core.read_namespaced_pod(name, namespace).to_dict()
+    return pod
+
+
+def wait_terminated(
+    core: client.CoreV1Api, namespace: str, name: str, timeout: float = 60.0
+) -> dict[str, Any]:
+    """The container's end, once the pod's phase says it ended too (the phase comes a little later)."""
+
+    def probe() -> dict[str, Any] | None:
+        status = read_pod(core, namespace, name)["status"]
+        if status["phase"] not in ("Succeeded", "Failed"):
+            return None
+        ends = [s["state"]["terminated"] for s in status["container_statuses"] or []]
+        return next((e for e in ends if e), None)
+
+    return wait_for(probe, timeout, f"pod {name} to end")
+
+
+def kubectl(cluster: ClusterHandle, *args: str) -> str:
+    argv = [str(cluster.bin_dir / "kubectl"), f"--kubeconfig={cluster.kubeconfig}", *args]
+    proc = subprocess.run(argv, capture_output=True, text=True, timeout=60, check=False)
+    assert proc.returncode == 0, f"kubectl {' '.join(args)} failed: {proc.stderr.strip()}"
+    return proc.stdout
