@@ -24,16 +24,22 @@ class Holder:
 
 
 def list_holders(socket: Path, *, timeout_s: float = 2.0) -> list[Holder]:
-    """Raises grpc.RpcError when the kubelet cannot be asked; callers treat that as 'unknown'."""
+    """One Holder per container and resource, whatever the number of entries the kubelet sent.
+
+    The upstream kubelet sends one ContainerDevices entry per device (each with its own NUMA
+    topology), so the ids of a 2-slice container arrive in two entries. Raises grpc.RpcError when
+    the kubelet cannot be asked; callers treat that as 'unknown'."""
     with grpc.insecure_channel(f"unix://{socket}") as channel:
         resp = pr_grpc.PodResourcesListerStub(channel).List(pr.ListPodResourcesRequest(), timeout=timeout_s)
-    return [
-        Holder(pod.namespace, pod.name, c.name, d.resource_name, frozenset(d.device_ids))
-        for pod in resp.pod_resources
-        for c in pod.containers
-        for d in c.devices
-        if d.device_ids
-    ]
+    ids: dict[tuple[str, str, str, str], set[str]] = {}
+    for pod in resp.pod_resources:
+        for c in pod.containers:
+            for d in c.devices:
+                if d.device_ids:
+                    ids.setdefault((pod.namespace, pod.name, c.name, d.resource_name), set()).update(
+                        d.device_ids
+                    )
+    return [Holder(*key, frozenset(found)) for key, found in ids.items()]
 
 
 def busy_gpus(holders: list[Holder], resources: tuple[str, ...]) -> set[str]:

@@ -231,7 +231,11 @@ class TestKubelet:
         with self._cond:
             for p in self.pods:
                 devs = grouped.setdefault((p.namespace, p.pod), {}).setdefault(p.container, [])
-                devs.append(pr.ContainerDevices(resource_name=p.resource, device_ids=list(p.device_ids)))
+                # As the upstream kubelet does: one entry per device, not one per resource.
+                devs += [
+                    pr.ContainerDevices(resource_name=p.resource, device_ids=[d])
+                    for d in sorted(p.device_ids)
+                ]
         return pr.ListPodResourcesResponse(
             pod_resources=[
                 pr.PodResources(

@@ -54,6 +54,13 @@ class RealNode:
             raise RuntimeError(f"ctr {' '.join(args)} failed: {proc.stderr.strip()[-1000:]}")
         return proc.stdout
 
+    def restart_kubelet(self) -> float:
+        """Stop the kubelet and start it again (T11); returns when the new one was started."""
+        _terminate(self.procs.pop("kubelet"))
+        started = time.monotonic()
+        self.procs["kubelet"] = _spawn(self, "kubelet", _kubelet_argv(self))
+        return started
+
     def stop(self) -> list[str]:
         try:
             if "kubelet" in self.procs:

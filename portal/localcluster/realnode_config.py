@@ -147,6 +147,9 @@ imageGCHighThresholdPercent: 100
 imageGCLowThresholdPercent: 99
 maxPods: 20
 registerNode: true
+# Device health and counts reach the Node object within a second (default 10 s): the tests and the
+# portal watch them there, and one node's status updates cost the API server nothing.
+nodeStatusUpdateFrequency: 1s
 """
 
 

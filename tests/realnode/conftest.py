@@ -7,18 +7,31 @@ outside that namespace, they fail with a message saying so (never a skip).
 - `real_node` (session): a started `RealNode` of the run-wide `k8s_cluster`; stopped at the end of
   the session, which fails if the host is not as found. One real node per machine at a time, so the
   tests that start their own (test_node_lifecycle.py) run before the first user of this one.
+- `node_plugin` (session): the project's device plugin on that node, in this process on a simulated
+  NVML the tests drive, registered with the real kubelet at its fixed device-plugin directory.
 """
 
 from __future__ import annotations
 
+import json
+import shutil
+import tempfile
 from collections.abc import Iterator
+from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 import portal.localcluster.netns as netns
+from plugin._proto import deviceplugin_pb2 as pb
+from plugin.daemon import PluginConfig, PluginDaemon
+from plugin.devices import RESOURCE_GPU
+from plugin.registration import DEFAULT_PLUGIN_DIR
+from plugin.simnvml import SimNvml
 from portal.localcluster import ClusterHandle
 from portal.localcluster.realnode import RealNode, start_real_node
+from tests.cluster.helpers import wait_for
 
 OWN_NODE_MODULES = ("test_node_lifecycle.py",)
 
@@ -47,3 +60,61 @@ def real_node(k8s_cluster: ClusterHandle) -> Iterator[RealNode]:
     finally:
         left = node.stop()
     assert not left, f"the real node left the host changed: {left}"
+
+
+@dataclass
+class NodePlugin:
+    daemon: PluginDaemon
+    sim: SimNvml
+    shared_uuid: str  # the one GPU in shared mode; the other three are whole GPUs
+    slices: int
+    # What the real kubelet asked GetPreferredAllocation of nvidia.com/gpu, and the answers.
+    preferred: list[tuple[pb.PreferredAllocationRequest, pb.PreferredAllocationResponse]]
+
+
+def _record_preferred(daemon: PluginDaemon) -> list[tuple[Any, Any]]:
+    """Wrap the GPU servicer's GetPreferredAllocation (before the gRPC server binds it at start)."""
+    servicer = daemon.resources[RESOURCE_GPU].server.servicer
+    inner = servicer.GetPreferredAllocation
+    calls: list[tuple[Any, Any]] = []
+
+    def recorded(request: Any, context: Any) -> Any:
+        response = inner(request, context)
+        calls.append((request, response))
+        return response
+
+    servicer.GetPreferredAllocation = recorded  # type: ignore[method-assign]
+    return calls
+
+
+SHARED_SLICES = 4
+
+
+@pytest.fixture(scope="session")
+def node_plugin(real_node: RealNode) -> Iterator[NodePlugin]:
+    # GPUs 1 and 2 NVLinked, so the plugin's preferred pair differs from the first two by id.
+    sim = SimNvml(call_cost_s=20e-6, nvlink_pairs={frozenset((1, 2))})
+    shared = sim.gpus[3].uuid
+    # Unix socket paths stay under 108 bytes: the MPS pipes are not under the (long) run dir.
+    scratch = Path(tempfile.mkdtemp(prefix="gp-rn-", dir="/tmp"))
+    sharing = scratch / "sharing.json"
+    sharing.write_text(json.dumps({"gpus": {shared: {"mode": "shared", "slices": SHARED_SLICES}}}))
+    cfg = PluginConfig(
+        plugin_dir=DEFAULT_PLUGIN_DIR,  # fixed by the kubelet, whatever its --root-dir
+        config_file=sharing,
+        pod_resources_socket=real_node.dirs.kubelet_root / "pod-resources" / "kubelet.sock",
+        mps_root=scratch / "mps",
+        recovery_s=10.0,
+        busy_grace_s=0.0,
+        tick_s=0.1,
+        busy_poll_s=0.2,
+    )
+    daemon = PluginDaemon(sim, cfg)
+    preferred = _record_preferred(daemon)
+    daemon.start()
+    try:
+        wait_for(lambda: all(r.registrations for r in daemon.resources.values()), 15, "both registrations")
+        yield NodePlugin(daemon, sim, shared, SHARED_SLICES, preferred)
+    finally:
+        daemon.stop()
+        shutil.rmtree(scratch, ignore_errors=True)

@@ -61,3 +61,23 @@ def kubectl(cluster: ClusterHandle, *args: str) -> str:
     proc = subprocess.run(argv, capture_output=True, text=True, timeout=60, check=False)
     assert proc.returncode == 0, f"kubectl {' '.join(args)} failed: {proc.stderr.strip()}"
     return proc.stdout
+
+
+def run_to_end(
+    core: client.CoreV1Api, namespace: str, name: str, script: str, limits: dict[str, str] | None = None
+) -> tuple[int, str]:
+    """Run a pod on the real node to its end: its exit code and its log (read through the kubelet)."""
+    core.create_namespaced_pod(namespace, real_pod(name, script, limits=limits))
+    ended = wait_terminated(core, namespace, name)
+    log: str = core.read_namespaced_pod_log(name, namespace)
+    return ended["exit_code"], log
+
+
+def log_vars(log: str) -> dict[str, str]:
+    """NAME=value lines of a pod's log (what `env` printed)."""
+    return dict(line.split("=", 1) for line in log.splitlines() if "=" in line)
+
+
+def allocatable(core: client.CoreV1Api, node: str) -> dict[str, str]:
+    values: dict[str, str] = core.read_node(node).to_dict()["status"]["allocatable"]
+    return values
