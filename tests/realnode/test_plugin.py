@@ -7,6 +7,7 @@ file, as it changes what the node offers for a while.
 
 from __future__ import annotations
 
+import functools
 import time
 
 from kubernetes import client
@@ -83,10 +84,14 @@ def test_each_of_5_kubelet_restarts_is_followed_by_reregistration_within_10s(
 ) -> None:
     core = client.CoreV1Api(kube_api)
     resources = node_plugin.daemon.resources.values()
+
+    def registered_since(t: float) -> bool:
+        return all(r.last_registered_at > t for r in resources)
+
     times = []
     for _ in range(5):
         started = real_node.restart_kubelet()
-        wait_for(lambda t=started: all(r.last_registered_at > t for r in resources), 30, "re-registration")
+        wait_for(functools.partial(registered_since, started), 30, "re-registration")
         times.append(round(max(r.last_registered_at for r in resources) - started, 2))
     # The last registration serves: the new kubelet allocates a GPU through it.
     code, log = run_to_end(core, k8s_namespace, "after", "env", limits={RESOURCE_GPU: "1"})
