@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import subprocess
 from typing import Any
 
@@ -81,3 +82,16 @@ def log_vars(log: str) -> dict[str, str]:
 def allocatable(core: client.CoreV1Api, node: str) -> dict[str, str]:
     values: dict[str, str] = core.read_node(node).to_dict()["status"]["allocatable"]
     return values
+
+
+def delete_pods(core: client.CoreV1Api, namespace: str, names: list[str], timeout: float = 60.0) -> None:
+    """Delete at once and wait until the kubelet has stopped them and they are gone."""
+    for name in names:
+        with contextlib.suppress(client.ApiException):
+            core.delete_namespaced_pod(name, namespace, grace_period_seconds=0)
+
+    def gone() -> bool:
+        left = {p.to_dict()["metadata"]["name"] for p in core.list_namespaced_pod(namespace).items}
+        return not left & set(names)
+
+    wait_for(gone, timeout, f"pods {names} to go")
