@@ -18,6 +18,10 @@ GPU_MEMORY_LABEL = "nvidia.com/gpu.memory"
 GPU_COUNT_LABEL = "nvidia.com/gpu.count"
 GPU_PRESENT_LABEL = "nvidia.com/gpu.present"
 
+# The local cluster's optional real node (deploy/localcluster/README.md) carries this label and a
+# NoSchedule taint of this key; only portal jobs with the real-node placement (tests, demo) go there.
+REAL_NODE_LABEL = "gpuportal.dev/real-node"
+
 # Everything the portal writes to the cluster carries this label and this field manager.
 MANAGED_BY_LABEL = "app.kubernetes.io/managed-by"
 MANAGER = "gpu-portal"

@@ -48,6 +48,8 @@ GPUPORTAL_PROJECT_UID_BASE = env.int("GPUPORTAL_PROJECT_UID_BASE", default=100_0
 GPUPORTAL_JOB_LOG_TAIL_BYTES = env.int("GPUPORTAL_JOB_LOG_TAIL_BYTES", default=256 * 1024)
 # Copies the kwok demo annotations (run time, exit code) into pods: the local cluster only.
 GPUPORTAL_JOB_SIMULATION = env.bool("GPUPORTAL_JOB_SIMULATION", default=False)
+# Lets jobs ask for the local cluster's optional real node (placement "real-node"): tests and demo only.
+GPUPORTAL_REAL_NODE_PLACEMENT = env.bool("GPUPORTAL_REAL_NODE_PLACEMENT", default=False)
 GPUPORTAL_JOB_TTL_SECONDS = env.int("GPUPORTAL_JOB_TTL_SECONDS", default=7 * 24 * 3600)
 GPUPORTAL_LEASE_NAMESPACE = env.str("GPUPORTAL_LEASE_NAMESPACE", default="default")
 GPUPORTAL_SWEEP_SECONDS = env.int("GPUPORTAL_SWEEP_SECONDS", default=30)

@@ -19,6 +19,11 @@ def simulation() -> bool:
     return bool(_get("GPUPORTAL_JOB_SIMULATION", False))
 
 
+def real_node_placement() -> bool:
+    """Jobs may ask for the local cluster's real node (deploy/localcluster/README.md). Never in production."""
+    return bool(_get("GPUPORTAL_REAL_NODE_PLACEMENT", False))
+
+
 def ttl_after_finished_s() -> int:
     """`ttlSecondsAfterFinished` of every Job: Kubernetes' TTL controller removes a finished Job and
     its pod this long after the end; the portal has kept the outcome, log tail and events by then."""

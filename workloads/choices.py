@@ -21,6 +21,14 @@ class JobState(models.TextChoices):
     LOST = "lost", "Lost"
 
 
+class Placement(models.TextChoices):
+    """Where a job may run beyond its GPU type. "real-node": the local cluster's real node only
+    (tests and demo, GPUPORTAL_REAL_NODE_PLACEMENT); empty: any ordinary GPU node."""
+
+    ANY = "", "Any GPU node"
+    REAL_NODE = "real-node", "The local cluster's real node"
+
+
 TERMINAL_STATES = frozenset({JobState.SUCCEEDED, JobState.FAILED, JobState.CANCELLED, JobState.LOST})
 # States in which a job holds (or is about to hold) its GPUs; admission counts these. An unknown job
 # may still run on its GPUs (the cluster may only be unreadable), so it holds them until resolved.

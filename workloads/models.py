@@ -18,7 +18,7 @@ from django.utils import timezone
 
 from accounts.models import Project
 from workloads import app_settings
-from workloads.choices import TERMINAL_STATES, EventKind, JobState, Priority
+from workloads.choices import TERMINAL_STATES, EventKind, JobState, Placement, Priority
 
 # The app's models live in two files (models_project.py: a project's job configuration); both are
 # imported from here.
@@ -67,6 +67,7 @@ class Job(models.Model):
     interactive = models.BooleanField(
         default=False, help_text="A session someone works in (notebook, shell): the interactive idle window."
     )
+    placement = models.CharField(max_length=12, choices=Placement.choices, default=Placement.ANY, blank=True)
     # Simulation only (GPUPORTAL_JOB_SIMULATION): how long the simulated pod runs and how it exits.
     sim_run_seconds = models.PositiveIntegerField(null=True, blank=True)
     sim_exit_code = models.PositiveSmallIntegerField(

@@ -16,7 +16,7 @@ from typing import Any
 
 from django.core.exceptions import ValidationError
 
-from workloads.choices import Priority
+from workloads.choices import Placement, Priority
 from workloads.images import allowed_text, image_allowed, parse_image
 
 ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
@@ -43,6 +43,7 @@ SPEC_KEYS = frozenset(
         "preemptible",
         "interactive",
         "simulate",
+        "placement",
     }
 )
 
@@ -59,6 +60,7 @@ class SpecLimits:
     max_memory_mib: int
     max_runtime_minutes: int
     simulation: bool = False
+    real_node: bool = False  # the "real-node" placement may be asked for (tests, demo)
 
 
 @dataclass(frozen=True)
@@ -80,6 +82,7 @@ class JobSpec:
     interactive: bool = False
     sim_run_seconds: int | None = None
     sim_exit_code: int | None = None
+    placement: str = Placement.ANY.value
 
     def as_fields(self) -> dict[str, Any]:
         return asdict(self)
@@ -87,6 +90,8 @@ class JobSpec:
     def as_request(self) -> dict[str, Any]:
         """The request shape again (for templates and rerun-with-edits)."""
         data = {k: v for k, v in asdict(self).items() if not k.startswith("sim_")}
+        if not self.placement:
+            del data["placement"]  # tests and demo only: not in ordinary specs and templates
         if self.sim_run_seconds is not None or self.sim_exit_code is not None:
             data["simulate"] = {"run_seconds": self.sim_run_seconds, "exit_code": self.sim_exit_code}
         return data
@@ -259,6 +264,17 @@ def _simulation(
     return run, code
 
 
+def _placement(data: Mapping[str, Any], limits: SpecLimits, errors: _Errors) -> str:
+    placement = data.get("placement", Placement.ANY.value)
+    if placement not in Placement.values:
+        errors.add("placement", f"Leave it out, or {Placement.REAL_NODE.value!r} (tests and demo only).")
+        return Placement.ANY.value
+    if placement == Placement.REAL_NODE and not limits.real_node:
+        errors.add("placement", "This site has no real test node; leave placement out.")
+        return Placement.ANY.value
+    return str(placement)
+
+
 def parse_spec(data: Any, limits: SpecLimits) -> JobSpec:
     """A JobSpec from untrusted input, or ValidationError({field: [messages]}) naming every problem."""
     if not isinstance(data, Mapping):
@@ -294,6 +310,7 @@ def parse_spec(data: Any, limits: SpecLimits) -> JobSpec:
         interactive=interactive,
         sim_run_seconds=sim_run,
         sim_exit_code=sim_code,
+        placement=_placement(data, limits, errors),
     )
     if errors.fields:
         raise ValidationError(errors.fields)

@@ -11,11 +11,12 @@ import json
 from dataclasses import dataclass
 from pathlib import Path
 
+from plugin.names import REAL_NODE_LABEL as REAL_NODE_LABEL  # re-exported for the node and its tests
+
 # The pods' bridge, inside the run's own network namespace (portal/localcluster/netns.py).
 POD_SUBNET = "10.214.0.0/24"
 BRIDGE = "rn-cni0"
 CNI_BIN_DIR = Path("/usr/lib/cni")  # Debian's containernetworking-plugins
-REAL_NODE_LABEL = "gpuportal.dev/real-node"
 # Also a NoSchedule taint of that key: only pods placed there on purpose land on the real node.
 REAL_NODE_TAINT = f"{REAL_NODE_LABEL}=true:NoSchedule"
 # Loaded from local archives (deploy/localcluster/realnode/images.sh), never pulled.

@@ -17,7 +17,8 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any, NamedTuple
 
-from plugin.names import GPU_PRODUCT_LABEL, GPU_RESOURCE, SHARED_RESOURCE
+from plugin.names import GPU_PRODUCT_LABEL, GPU_RESOURCE, REAL_NODE_LABEL, SHARED_RESOURCE
+from workloads.choices import Placement
 from workloads.k8s import labels, paths
 from workloads.k8s.client import KubeClient
 from workloads.k8s.quantity import mebibytes, millicores
@@ -142,6 +143,11 @@ def _offered(node: Obj, alloc: Obj, unoffered: int) -> int:
     return max(0, min(total, capacity - unoffered)) if unoffered else total
 
 
+def _placement(node: Obj) -> str:
+    """The placement a node is set apart for: the local cluster's real node only, for now."""
+    return Placement.REAL_NODE.value if _labels(node).get(REAL_NODE_LABEL) == "true" else ""
+
+
 def _schedulable(node: Obj) -> bool:
     if (node.get("spec") or {}).get("unschedulable"):
         return False
@@ -191,6 +197,7 @@ def node_states(
                 *(name, gpu_type, free, total, shared, _schedulable(node), cpu, memory),
                 slice_tenants=tuple(sorted(held.items())),
                 slices_cross_project=name in cross_project,
+                placement=_placement(node),
             )
         )
     return tuple(out)

@@ -59,6 +59,7 @@ def pending_of(job: Job) -> PendingJob:
         front=job.queue_front,
         cpu_millicores=job.cpu_millicores,
         memory_mib=job.memory_mib,
+        placement=job.placement,
     )
 
 

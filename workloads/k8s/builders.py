@@ -10,8 +10,9 @@ from __future__ import annotations
 from typing import Any
 
 from accounts.models import Project, Quota
-from plugin.names import GPU_PRODUCT_LABEL, GPU_RESOURCE, MANAGER, SHARED_RESOURCE
+from plugin.names import GPU_PRODUCT_LABEL, GPU_RESOURCE, MANAGER, REAL_NODE_LABEL, SHARED_RESOURCE
 from workloads import app_settings
+from workloads.choices import Placement
 from workloads.k8s.labels import MANAGED_BY, PROJECT_LABEL, managed, object_meta
 from workloads.k8s.labels import UID_LABEL as UID_LABEL  # builders' users read the label here too
 from workloads.models import Job, ProjectVolume
@@ -114,6 +115,10 @@ def _pod_spec(job: Job, claims: dict[str, ProjectVolume]) -> JSON:
         spec["volumes"] = volumes
     if job.gpu_type and job.gpus:
         spec["nodeSelector"] = {GPU_PRODUCT: job.gpu_type}
+    if job.placement == Placement.REAL_NODE:
+        # The local cluster's real node: its label, and its taint, which keeps every other pod off.
+        spec["nodeSelector"] = {**spec.get("nodeSelector", {}), REAL_NODE_LABEL: "true"}
+        spec["tolerations"] = [{"key": REAL_NODE_LABEL, "operator": "Exists", "effect": "NoSchedule"}]
     affinity = pod_affinity(job)
     if affinity is not None:
         spec["affinity"] = affinity

@@ -111,9 +111,7 @@ def place_gpus(job: PendingJob, ledger: Ledger, lim: Limit, resources: bool = Tr
     best: tuple[int, str] | None = None
     check = resources and bool(job.cpu_millicores or job.memory_mib)
     for name, node in ledger.nodes.items():
-        if not node.schedulable or node.free < job.gpus:
-            continue
-        if job.gpu_type is not None and node.gpu_type != job.gpu_type:
+        if not node.serves(job) or node.free < job.gpus:
             continue
         if not _type_ok(job, ledger, lim, node.gpu_type) or (check and not node.fits(job)):
             continue
@@ -128,7 +126,7 @@ def place_slices(job: PendingJob, ledger: Ledger, resources: bool = True) -> Pla
     spread: tuple[int, str] | None = None
     check = resources and bool(job.cpu_millicores or job.memory_mib)
     for name, node in ledger.nodes.items():
-        if not node.schedulable or (job.gpu_type is not None and node.gpu_type != job.gpu_type):
+        if not node.serves(job):
             continue
         if (check and not node.fits(job)) or not node.slices_for(job.project):
             continue
@@ -186,7 +184,7 @@ def _resources_block(job: PendingJob, ledger: Ledger, lim: Limit) -> Block:
 
 
 def _gpus_fit(job: PendingJob, ledger: Ledger, lim: Limit, node: NodeCap) -> bool:
-    if not node.schedulable or job.gpu_type not in (None, node.gpu_type):
+    if not node.serves(job):
         return False
     if job.slices:
         return node.slices_for(job.project) and sum(node.slices.values()) >= job.slices
@@ -194,7 +192,7 @@ def _gpus_fit(job: PendingJob, ledger: Ledger, lim: Limit, node: NodeCap) -> boo
 
 
 def _largest(ledger: Ledger, job: PendingJob) -> int:
-    ok = [n.free for n in ledger.nodes.values() if n.schedulable and job.gpu_type in (None, n.gpu_type)]
+    ok = [n.free for n in ledger.nodes.values() if n.serves(job)]
     return max(ok, default=0)
 
 
@@ -204,7 +202,7 @@ def _largest_slices(ledger: Ledger, job: PendingJob, *, mine: bool = True) -> in
     ok = [
         sum(n.slices.values())
         for n in ledger.nodes.values()
-        if n.schedulable and job.gpu_type in (None, n.gpu_type) and (not mine or n.slices_for(job.project))
+        if n.serves(job) and (not mine or n.slices_for(job.project))
     ]
     return max(ok, default=0)
 

@@ -24,6 +24,11 @@ class NodeCap:
     memory: int | None = None  # free MiB; None: not modelled
     tenants: dict[str, int] = field(default_factory=dict)  # project -> jobs holding slices here
     cross_project: bool = False
+    placement: str = ""
+
+    def serves(self, job: PendingJob) -> bool:
+        """Schedulable, of the job's GPU type (if it names one) and set apart for its placement."""
+        return self.schedulable and job.gpu_type in (None, self.gpu_type) and self.placement == job.placement
 
     def slices_for(self, project: str) -> bool:
         """May `project` take slices here: the node's shared GPUs hold no other project, or all of
@@ -202,6 +207,7 @@ def build_ledger(state: ClusterState, now: datetime) -> Ledger:
             n.free_memory_mib,
             dict(n.slice_tenants),
             n.slices_cross_project,
+            n.placement,
         )
         for n in state.nodes
     }

@@ -33,6 +33,7 @@ class PendingJob:
     front: bool = False
     cpu_millicores: int = 0
     memory_mib: int = 0
+    placement: str = ""  # only nodes set apart for this placement fit ("": the ordinary GPU nodes)
 
 
 @dataclass(frozen=True)
@@ -82,6 +83,8 @@ class NodeState:
     # unless every one of them is marked cross-project (`slices_cross_project`).
     slice_tenants: tuple[tuple[str, int], ...] = ()
     slices_cross_project: bool = False
+    # A node set apart (the local cluster's real node: "real-node") serves only jobs of that placement.
+    placement: str = ""
 
 
 @dataclass(frozen=True)

@@ -40,6 +40,7 @@ def spec_limits(*, project: Project) -> SpecLimits:
         max_memory_mib=quota.memory_mib,
         max_runtime_minutes=quota.max_runtime_minutes,
         simulation=app_settings.simulation(),
+        real_node=app_settings.real_node_placement(),
     )
 
 
