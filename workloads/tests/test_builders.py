@@ -7,6 +7,7 @@ import uuid
 from django.test import override_settings
 
 from accounts.models import Project, Quota
+from plugin.names import REAL_NODE_LABEL
 from workloads.k8s import builders
 from workloads.models import Job, ProjectVolume
 
@@ -178,3 +179,13 @@ def test_an_admitted_mps_job_is_pinned_to_its_planned_node() -> None:
     }
     whole = make_job(planned_node="gpu-node-2")  # whole GPUs: the scheduler places them as before
     assert "affinity" not in builders.build_job(whole, simulation=False)["spec"]["template"]["spec"]
+
+
+def test_a_real_node_job_selects_and_tolerates_only_the_real_node() -> None:
+    pod = builders.build_job(make_job(placement="real-node"), simulation=False)["spec"]["template"]["spec"]
+    assert pod["nodeSelector"] == {
+        "nvidia.com/gpu.product": "NVIDIA-GeForce-RTX-5090",
+        REAL_NODE_LABEL: "true",
+    }
+    assert pod["tolerations"] == [{"key": REAL_NODE_LABEL, "operator": "Exists", "effect": "NoSchedule"}]
+    assert "tolerations" not in builders.build_job(make_job(), simulation=False)["spec"]["template"]["spec"]

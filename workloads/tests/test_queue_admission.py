@@ -7,9 +7,11 @@ from datetime import timedelta
 from typing import Any
 
 import pytest
+from django.test import override_settings
 from django.utils import timezone
 
 from accounts.models import AuditLog, Quota, User
+from plugin.names import REAL_NODE_LABEL
 from tests.fixtures.personas import World
 from workloads.admission.cycle import admission_cycle, admission_pass
 from workloads.choices import JobState, TaskName
@@ -242,3 +244,24 @@ def test_resource_quota_counts_active_grants_and_admitted_borrowers(
     assert refreshed[-1] == alpha.pk
     cluster_sync.namespace_reconcile(project_id=alpha.pk, client=fake_kube)
     assert _hard_gpus(fake_kube, alpha.namespace) == "2"
+
+
+def test_the_real_node_serves_only_jobs_placed_there(jobs_world: World, fake_kube: FakeKube) -> None:
+    """The local cluster's real node (tests, demo) is set apart: a real-node job goes there, and its
+    GPUs never count for ordinary jobs. (A real-node job behind a blocked ordinary one waits, as
+    any job behind the queue's head does.)"""
+    real = fake_node("gpu-real-0", gpus=3)
+    real["metadata"]["labels"][REAL_NODE_LABEL] = "true"
+    fake_kube.nodes.append(real)
+    for node in ("kwok-gpu-0", "kwok-gpu-1"):
+        occupy(fake_kube, node, 4, f"full-{node}")
+    with override_settings(GPUPORTAL_REAL_NODE_PLACEMENT=True):
+        placed = submit(jobs_world.member, jobs_world.alpha, gpus=2, placement="real-node")
+    # One GPU stays free on the real node, and this job would fit there if it were not set apart.
+    ordinary = submit(jobs_world.member, jobs_world.alpha, gpus=1)
+    admitted = admission_pass()
+    placed.refresh_from_db()
+    assert admitted == [placed.pk], placed.queue_explanation
+    assert placed.planned_node == "gpu-real-0"
+    ordinary.refresh_from_db()
+    assert (ordinary.state, ordinary.queue_explanation["code"]) == (JobState.QUEUED, "no_node")

@@ -1,5 +1,6 @@
 from __future__ import annotations
 
+import dataclasses
 from typing import Any
 
 import pytest
@@ -113,3 +114,11 @@ def test_it_refuses_non_objects() -> None:
 def test_a_read_only_volume_asked_read_write_is_refused_not_quietly_changed() -> None:
     asked = {"image": IMAGE, "volumes": [{"volume": "ro", "mount_path": "/data", "read_only": False}]}
     assert errors_of(asked)["volumes"] == ["ro is read-only in this project: mount it with read_only true."]
+
+
+def test_the_real_node_placement_only_where_the_site_has_one() -> None:
+    assert "no real test node" in errors_of({"image": IMAGE, "placement": "real-node"})["placement"][0]
+    assert "Leave it out" in errors_of({"image": IMAGE, "placement": "gpu-node-3"})["placement"][0]
+    allowed = dataclasses.replace(LIMITS, real_node=True)
+    assert parse_spec({"image": IMAGE, "placement": "real-node"}, allowed).placement == "real-node"
+    assert "placement" not in parse_spec({"image": IMAGE}, allowed).as_request()
