@@ -1,0 +1,143 @@
+"""Portal jobs on the real node: a real command in the busybox image built here, its log followed to
+the end, its exit code and failure reason from the container, and a cancel that kills the container.
+
+The reconcile task and the admission pass are called inline, as in tests/workloads_e2e."""
+
+from __future__ import annotations
+
+import threading
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from django.test import override_settings
+
+from plugin.names import REAL_NODE_LABEL
+from portal.localcluster import ClusterHandle
+from portal.localcluster import realnode_config as rc
+from portal.localcluster.realnode import RealNode
+from tests.fixtures.personas import World
+from tests.realnode.conftest import NodePlugin
+from tests.workloads_e2e.procs import wait_for
+from workloads.admission.cycle import admission_pass
+from workloads.choices import JobState
+from workloads.k8s import paths
+from workloads.k8s.client import RealKubeClient, set_client
+from workloads.logs import log_lines
+from workloads.models import ImageRule, Job
+from workloads.services import jobs as services
+from workloads.tasks import reconcile_job
+
+pytestmark = pytest.mark.django_db
+SCRIPT = "echo start; for i in 1 2 3; do echo step $i; sleep 1; done; echo done; exit 3"
+
+
+@pytest.fixture
+def portal_on_real_node(
+    k8s_cluster: ClusterHandle, node_plugin: NodePlugin, world: World
+) -> Iterator[RealKubeClient]:
+    registry, repository = rc.BUSYBOX_IMAGE.rsplit(":", 1)[0].split("/", 1)
+    ImageRule.objects.create(project=world.alpha, registry=registry, repository=repository)
+    with override_settings(
+        GPUPORTAL_KUBECONFIG=str(k8s_cluster.kubeconfig),
+        GPUPORTAL_NAMESPACE_PREFIX=f"r{uuid.uuid4().hex[:6]}-",
+        GPUPORTAL_REAL_NODE_PLACEMENT=True,
+        GPUPORTAL_JOB_SIMULATION=False,
+    ):
+        client = RealKubeClient()
+        set_client(client)
+        try:
+            yield client
+        finally:
+            set_client(None)
+
+
+def submit(world: World, command: str, **spec: Any) -> Job:
+    data = {
+        "image": rc.BUSYBOX_IMAGE,
+        "command": ["sh", "-c", command],
+        "gpus": 1,
+        "cpu_millicores": 100,
+        "memory_mib": 64,
+        "placement": "real-node",
+        **spec,
+    }
+    return services.job_submit(actor=world.member, project=world.alpha, data=data)
+
+
+def drive(job: Job, until: set[str], timeout: float = 90) -> Job:
+    def step() -> Job | None:
+        admission_pass()
+        reconcile_job(job.pk)
+        job.refresh_from_db()
+        return job if job.state in until else None
+
+    return wait_for(step, timeout, f"{job} in {until}", every=0.5)
+
+
+def _follow(job: Job) -> tuple[threading.Thread, list[bytes]]:
+    chunks: list[bytes] = []
+    reader = threading.Thread(target=lambda: chunks.extend(log_lines(job, follow=True)), daemon=True)
+    reader.start()
+    return reader, chunks
+
+
+def test_a_job_runs_its_command_its_log_ends_with_it_and_exit_3_fails_it(
+    portal_on_real_node: RealKubeClient, real_node: RealNode, world: World
+) -> None:
+    job = submit(world, SCRIPT)
+    drive(job, {JobState.RUNNING})
+    assert job.node == real_node.name
+    # The job is running once its pod is; the log can be read once the container has started.
+    wait_for(lambda: _started(portal_on_real_node, job), 30, "the container to start")
+    reader, chunks = _follow(job)
+    reader.join(timeout=30)  # the stream ends when the container exits, not at a timeout
+    assert not reader.is_alive(), "the followed log did not end when the container exited"
+    assert b"".join(chunks).decode().split() == ["start", "step", "1", "step", "2", "step", "3", "done"]
+
+    drive(job, {JobState.FAILED, JobState.SUCCEEDED})
+    assert (job.state, job.exit_code) == (JobState.FAILED, 3)
+    # The Job controller's verdict on the real container's failure (the code is in exit_code).
+    assert job.state_reason.startswith("BackoffLimitExceeded"), job.state_reason
+    assert "step 3" in job.log_tail
+
+
+def test_cancel_kills_the_real_container(
+    portal_on_real_node: RealKubeClient, real_node: RealNode, world: World
+) -> None:
+    job = submit(world, "echo up; exec sleep 600")
+    drive(job, {JobState.RUNNING})
+    pod = wait_for(lambda: _pod(portal_on_real_node, job), 30, "the job's pod")
+    pid = wait_for(lambda: _container_pid(pod["metadata"]["uid"]), 30, "the container's process")
+
+    services.job_cancel(actor=world.owner, job=job)
+    reconcile_job(job.pk)
+    job.refresh_from_db()
+    assert job.state == JobState.CANCELLED
+    wait_for(lambda: not Path(f"/proc/{pid}").exists(), 60, f"the container's process {pid} to end")
+    wait_for(lambda: _pod(portal_on_real_node, job) is None, 60, "the pod to go")
+
+
+def _started(kube: RealKubeClient, job: Job) -> bool:
+    pod = _pod(kube, job) or {}
+    states = [s.get("state", {}) for s in pod.get("status", {}).get("containerStatuses") or []]
+    return any("running" in s or "terminated" in s for s in states)
+
+
+def _pod(kube: RealKubeClient, job: Job) -> dict[str, Any] | None:
+    pods = (kube.get(paths.pods(job.namespace)) or {}).get("items") or []
+    return next((p for p in pods if p["spec"].get("nodeSelector", {}).get(REAL_NODE_LABEL)), None)
+
+
+def _container_pid(pod_uid: str) -> int | None:
+    """The host pid of the container's `sleep` (in the pod's cgroup; the pause process is not sleep)."""
+    for proc in Path("/proc").iterdir():
+        try:
+            ours = proc.name.isdigit() and f"pod{pod_uid}" in (proc / "cgroup").read_text()
+            if ours and (proc / "comm").read_text().strip() == "sleep":
+                return int(proc.name)
+        except OSError:
+            continue
+    return None
