@@ -21,7 +21,7 @@ from portal.localcluster.realnode import RealNode
 from tests.fixtures.personas import World
 from tests.realnode.conftest import NodePlugin
 from tests.workloads_e2e.procs import wait_for
-from workloads.admission.cycle import admission_pass
+from tests.workloads_e2e.test_job_lifecycle import drive
 from workloads.choices import JobState
 from workloads.k8s import paths
 from workloads.k8s.client import RealKubeClient, set_client
@@ -65,16 +65,6 @@ def submit(world: World, command: str, **spec: Any) -> Job:
         **spec,
     }
     return services.job_submit(actor=world.member, project=world.alpha, data=data)
-
-
-def drive(job: Job, until: set[str], timeout: float = 90) -> Job:
-    def step() -> Job | None:
-        admission_pass()
-        reconcile_job(job.pk)
-        job.refresh_from_db()
-        return job if job.state in until else None
-
-    return wait_for(step, timeout, f"{job} in {until}", every=0.5)
 
 
 def _follow(job: Job) -> tuple[threading.Thread, list[bytes]]:
