@@ -194,8 +194,8 @@ def start_cluster(
     stop_cluster(name, rd)
     cdir = cluster_dir(rd, name)
     cdir.mkdir(parents=True, exist_ok=True)
-    pki = kwok_workdir(rd) / "clusters" / name / "pki"  # made by kwokctl create
-    config = write_config(cdir / "kwokctl.yaml", bin_dir=bin_dir, pki_dir=pki)
+    workdir = kwok_workdir(rd) / "clusters" / name
+    config = write_config(cdir / "kwokctl.yaml", bin_dir=bin_dir, pki_dir=workdir / "pki")  # kwokctl makes it
     kubeconfig = cdir / "kubeconfig"
     create = ["create", "cluster", "--name", name, "--config", str(config), "--kubeconfig", str(kubeconfig)]
     t0 = time.monotonic()
@@ -204,7 +204,7 @@ def start_cluster(
         with _creation_lock():
             _kwokctl(rd, bin_dir, *create, "--wait", f"{int(timeout)}s", timeout=timeout + 60)
             t1 = time.monotonic()
-            names = _add_nodes(kubeconfig, nodes, node_spec, timeout, kwok_workdir(rd) / "clusters" / name)
+            names = _add_nodes(kubeconfig, nodes, node_spec, timeout, workdir)
     except BaseException:
         stop_cluster(name, rd)  # a half-started cluster must not leave detached processes behind
         raise

@@ -41,12 +41,9 @@ class HostState:
 
 
 def _kubepods_cgroups() -> set[str]:
-    found: set[str] = set()
-    for hierarchy in CGROUP_ROOT.iterdir() if CGROUP_ROOT.is_dir() else ():
-        found.update(str(hierarchy / n) for n in CGROUP_NAMES if (hierarchy / n).is_dir())
-    if any((CGROUP_ROOT / n).is_dir() for n in CGROUP_NAMES):  # cgroup v2: the root is the hierarchy
-        found.update(str(CGROUP_ROOT / n) for n in CGROUP_NAMES if (CGROUP_ROOT / n).is_dir())
-    return found
+    # cgroup v1: one hierarchy per folder of the root; v2: the root is the hierarchy.
+    hierarchies = [CGROUP_ROOT, *(CGROUP_ROOT.iterdir() if CGROUP_ROOT.is_dir() else ())]
+    return {str(h / n) for h in hierarchies for n in CGROUP_NAMES if (h / n).is_dir()}
 
 
 def snapshot() -> HostState:

@@ -22,9 +22,16 @@ from tests.realnode.helpers import allocatable, log_vars, run_to_end
 REREGISTER_BUDGET_S = 10.0  # the issue's promise for the real kubelet (T11 holds the test kubelet to 5 s)
 
 
-def _offers(core: client.CoreV1Api, node: str, gpus: str, slices: str) -> bool:
-    now = allocatable(core, node)
-    return now.get(RESOURCE_GPU) == gpus and now.get(RESOURCE_SHARED) == slices
+def _wait_offers(
+    core: client.CoreV1Api, node: str, gpus: int, slices: int, timeout: float, what: str
+) -> None:
+    """Until the Node's allocatable shows `gpus` whole GPUs and `slices` MPS slices."""
+
+    def offers() -> bool:
+        now = allocatable(core, node)
+        return now.get(RESOURCE_GPU) == str(gpus) and now.get(RESOURCE_SHARED) == str(slices)
+
+    wait_for(offers, timeout, what)
 
 
 def test_both_resources_register_and_the_node_offers_them(
@@ -32,9 +39,7 @@ def test_both_resources_register_and_the_node_offers_them(
 ) -> None:
     core = client.CoreV1Api(kube_api)
     # Three whole GPUs and the fourth as four MPS slices.
-    wait_for(
-        lambda: _offers(core, real_node.name, "3", str(node_plugin.slices)), 30, "the node's allocatable"
-    )
+    _wait_offers(core, real_node.name, 3, node_plugin.slices, 30, "the node's allocatable")
     assert all(r.registrations >= 1 for r in node_plugin.daemon.resources.values())
 
 
@@ -42,9 +47,7 @@ def test_a_two_gpu_pod_gets_the_preferred_pair_by_uuid(
     node_plugin: NodePlugin, real_node: RealNode, kube_api: client.ApiClient, k8s_namespace: str
 ) -> None:
     core = client.CoreV1Api(kube_api)
-    wait_for(
-        lambda: _offers(core, real_node.name, "3", str(node_plugin.slices)), 30, "the node's allocatable"
-    )
+    _wait_offers(core, real_node.name, 3, node_plugin.slices, 30, "the node's allocatable")
     code, log = run_to_end(core, k8s_namespace, "two", "env", limits={RESOURCE_GPU: "2"})
 
     assert code == 0, log
@@ -105,12 +108,10 @@ def test_an_unhealthy_gpu_drops_from_allocatable_and_comes_back(
     node_plugin: NodePlugin, real_node: RealNode, kube_api: client.ApiClient
 ) -> None:
     core = client.CoreV1Api(kube_api)
-    wait_for(
-        lambda: _offers(core, real_node.name, "3", str(node_plugin.slices)), 30, "the node's allocatable"
-    )
+    _wait_offers(core, real_node.name, 3, node_plugin.slices, 30, "the node's allocatable")
     node_plugin.sim.inject_xid(node_plugin.sim.gpus[0].uuid, 48)  # a double-bit ECC error
     t0 = time.monotonic()
-    wait_for(lambda: _offers(core, real_node.name, "2", str(node_plugin.slices)), 10, "the GPU to drop")
+    _wait_offers(core, real_node.name, 2, node_plugin.slices, 10, "the GPU to drop")
     # Back after the plugin's recovery interval (10 s here) with no new error.
-    wait_for(lambda: _offers(core, real_node.name, "3", str(node_plugin.slices)), 40, "the GPU to return")
+    _wait_offers(core, real_node.name, 3, node_plugin.slices, 40, "the GPU to return")
     assert time.monotonic() - t0 >= node_plugin.daemon.health.rule.recovery_s - 1

@@ -12,7 +12,6 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from django.test import override_settings
 
 from plugin.names import REAL_NODE_LABEL
 from portal.localcluster import ClusterHandle
@@ -20,11 +19,12 @@ from portal.localcluster import realnode_config as rc
 from portal.localcluster.realnode import RealNode
 from tests.fixtures.personas import World
 from tests.realnode.conftest import NodePlugin
+from tests.workloads_e2e.conftest import portal_kube_client
 from tests.workloads_e2e.procs import wait_for
 from tests.workloads_e2e.test_job_lifecycle import drive
 from workloads.choices import JobState
 from workloads.k8s import paths
-from workloads.k8s.client import RealKubeClient, set_client
+from workloads.k8s.client import RealKubeClient
 from workloads.logs import log_lines
 from workloads.models import ImageRule, Job
 from workloads.services import jobs as services
@@ -40,18 +40,10 @@ def portal_on_real_node(
 ) -> Iterator[RealKubeClient]:
     registry, repository = rc.BUSYBOX_IMAGE.rsplit(":", 1)[0].split("/", 1)
     ImageRule.objects.create(project=world.alpha, registry=registry, repository=repository)
-    with override_settings(
-        GPUPORTAL_KUBECONFIG=str(k8s_cluster.kubeconfig),
-        GPUPORTAL_NAMESPACE_PREFIX=f"r{uuid.uuid4().hex[:6]}-",
-        GPUPORTAL_REAL_NODE_PLACEMENT=True,
-        GPUPORTAL_JOB_SIMULATION=False,
-    ):
-        client = RealKubeClient()
-        set_client(client)
-        try:
-            yield client
-        finally:
-            set_client(None)
+    prefix = f"r{uuid.uuid4().hex[:6]}-"
+    settings = {"GPUPORTAL_REAL_NODE_PLACEMENT": True, "GPUPORTAL_JOB_SIMULATION": False}
+    with portal_kube_client(k8s_cluster, prefix, **settings) as client:
+        yield client
 
 
 def submit(world: World, command: str, **spec: Any) -> Job:

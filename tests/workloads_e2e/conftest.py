@@ -7,6 +7,7 @@ Each test gets its own namespace prefix, so namespaces (and the orphan check) ne
 
 from __future__ import annotations
 
+import contextlib
 import uuid
 from collections.abc import Iterator
 from typing import Any, TypeVar
@@ -40,13 +41,11 @@ def _nodes_reachable_by_ip(k8s_cluster: ClusterHandle) -> None:
             client.patch(f"/api/v1/nodes/{node['metadata']['name']}/status", {"status": {"addresses": keep}})
 
 
-@pytest.fixture
-def kube(k8s_cluster: ClusterHandle, _nodes_reachable_by_ip: None) -> Iterator[RealKubeClient]:
-    prefix = f"t{uuid.uuid4().hex[:6]}-"
+@contextlib.contextmanager
+def portal_kube_client(cluster: ClusterHandle, prefix: str, **settings: Any) -> Iterator[RealKubeClient]:
+    """The portal's Kubernetes client for `cluster`, its namespaces under a prefix of the test's own."""
     with override_settings(
-        GPUPORTAL_KUBECONFIG=str(k8s_cluster.kubeconfig),
-        GPUPORTAL_JOB_SIMULATION=True,
-        GPUPORTAL_NAMESPACE_PREFIX=prefix,
+        GPUPORTAL_KUBECONFIG=str(cluster.kubeconfig), GPUPORTAL_NAMESPACE_PREFIX=prefix, **settings
     ):
         client = RealKubeClient()
         set_client(client)
@@ -54,6 +53,14 @@ def kube(k8s_cluster: ClusterHandle, _nodes_reachable_by_ip: None) -> Iterator[R
             yield client
         finally:
             set_client(None)
+
+
+@pytest.fixture
+def kube(k8s_cluster: ClusterHandle, _nodes_reachable_by_ip: None) -> Iterator[RealKubeClient]:
+    with portal_kube_client(
+        k8s_cluster, f"t{uuid.uuid4().hex[:6]}-", GPUPORTAL_JOB_SIMULATION=True
+    ) as client:
+        yield client
 
 
 @pytest.fixture
