@@ -9,7 +9,7 @@ BIN := $(VENV)/bin
 export PATH := $(CURDIR)/$(BIN):$(PATH)
 
 .PHONY: demo test venv system-deps frontend services-up services-down lint typecheck layers pytest bench \
-        cluster-build cluster-up cluster-down proto gpu-check lock images oidc-provider soak pytest-realnode
+        cluster-build cluster-up cluster-down proto gpu-check gpu-check-real lock images oidc-provider soak pytest-realnode
 
 include plugin/plugin.mk
 include deploy/localcluster/cluster.mk

@@ -17,6 +17,8 @@ import tempfile
 from collections.abc import Callable
 from pathlib import Path
 
+import grpc
+
 from plugin import nvml
 from plugin.agent.attribution import Attributor
 from plugin.agent.collector import Collector
@@ -77,6 +79,9 @@ def check_allocate(report: Report, lib: nvml.NvmlLib, node: Node) -> None:
     cfg = PluginConfig(
         plugin_dir=root / "dp",
         config_file=root / "sharing.json",
+        # PreStartContainer asks PodResources which project holds the slices (tenancy); the test
+        # kubelet answers it there.
+        pod_resources_socket=kubelet.pod_resources_socket,
         mps_root=root / "mps",
         mps_command=list(STANDIN_COMMAND),
     )
@@ -110,7 +115,7 @@ def check_allocate(report: Report, lib: nvml.NvmlLib, node: Node) -> None:
                 "whole-GPU Allocate gives UUIDs",
                 got,
             )
-    except (TimeoutError, KeyError, RuntimeError) as exc:
+    except (TimeoutError, KeyError, RuntimeError, grpc.RpcError) as exc:
         report.check(False, "Allocate through the test kubelet", repr(exc))
     finally:
         daemon.stop()

@@ -16,6 +16,10 @@ ERROR_TIMEOUT: int = pynvml.NVML_ERROR_TIMEOUT
 ERROR_NOT_SUPPORTED: int = pynvml.NVML_ERROR_NOT_SUPPORTED
 ERROR_UNKNOWN: int = pynvml.NVML_ERROR_UNKNOWN
 ERROR_GPU_IS_LOST: int = pynvml.NVML_ERROR_GPU_IS_LOST
+ERROR_FUNCTION_NOT_FOUND: int = pynvml.NVML_ERROR_FUNCTION_NOT_FOUND
+# The v2 memory struct: `used` without the driver's reserved memory, as nvidia-smi has shown it since R510
+# (v1's `used` includes it: about 600 MiB more on an H200 with driver 580).
+MEMORY_V2: int = pynvml.nvmlMemory_v2
 EVENT_XID: int = pynvml.nvmlEventTypeXidCriticalError
 EVENT_DBE: int = pynvml.nvmlEventTypeDoubleBitEccError
 TEMPERATURE_GPU: int = pynvml.NVML_TEMPERATURE_GPU
@@ -42,7 +46,7 @@ class NvmlLib(Protocol):
     def nvmlDeviceGetUUID(self, handle: Any) -> str: ...
     def nvmlDeviceGetName(self, handle: Any) -> str: ...
     def nvmlDeviceGetMinorNumber(self, handle: Any) -> int: ...
-    def nvmlDeviceGetMemoryInfo(self, handle: Any) -> Any: ...
+    def nvmlDeviceGetMemoryInfo(self, handle: Any, version: int | None = None) -> Any: ...
     def nvmlDeviceGetPciInfo(self, handle: Any) -> Any: ...
     def nvmlDeviceGetNumaNodeId(self, handle: Any) -> int: ...
     def nvmlDeviceGetUtilizationRates(self, handle: Any) -> Any: ...
@@ -85,3 +89,10 @@ def error_text(exc: BaseException) -> str:
 
 def is_not_supported(exc: BaseException) -> bool:
     return isinstance(exc, pynvml.NVMLError) and error_code(exc) == ERROR_NOT_SUPPORTED
+
+
+def is_missing(exc: BaseException) -> bool:
+    """The call exists in pynvml but not in this driver's library, or not for this card."""
+    return is_not_supported(exc) or (
+        isinstance(exc, pynvml.NVMLError) and error_code(exc) == ERROR_FUNCTION_NOT_FOUND
+    )

@@ -1,4 +1,5 @@
-# plugin targets: `proto` generates the kubelet gRPC stubs, `gpu-check` verifies the real NVML path.
+# plugin targets: `proto` generates the kubelet gRPC stubs, `gpu-check` and `gpu-check-real` verify the real
+# NVML path.
 # The .proto sources sit under plugin/protos/plugin/_proto/ so that, with -I plugin/protos, protoc
 # names them plugin/_proto/<x>.proto and the generated *_pb2_grpc.py import `from plugin._proto ...`.
 PLUGIN_PROTO_SRC := $(wildcard plugin/protos/plugin/_proto/*.proto)
@@ -16,3 +17,7 @@ plugin/_proto/%_pb2.py: plugin/protos/plugin/_proto/%.proto $(VENV)/.synced
 
 gpu-check: venv proto
 	$(BIN)/python -m plugin.gpucheck
+
+# Real CUDA work and a real MPS daemon: only on a GPU machine nobody else uses (docs/gpu-check.md).
+gpu-check-real: venv proto
+	$(BIN)/python -m plugin.gpureal

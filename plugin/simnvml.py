@@ -35,6 +35,7 @@ class SimGpu:
     sbe: int = 0
     dbe: int = 0
     failed_code: int | None = None
+    reserved_mib: int = 0  # the driver's reservation: in v1's `used`, not in v2's
 
 
 @dataclass(frozen=True)
@@ -47,6 +48,7 @@ class SimMemory:
     total: int
     used: int
     free: int
+    reserved: int = 0
 
 
 @dataclass(frozen=True)
@@ -205,11 +207,16 @@ class SimNvml:
     def nvmlDeviceGetMinorNumber(self, handle: SimHandle) -> int:
         return self._gpu(handle).index
 
-    def nvmlDeviceGetMemoryInfo(self, handle: SimHandle) -> SimMemory:
+    def nvmlDeviceGetMemoryInfo(self, handle: SimHandle, version: int | None = None) -> SimMemory:
         gpu = self._gpu(handle)
         total = gpu.memory_mib << 20
         used = min(total, (BASE_USED_MIB + sum(gpu.processes.values())) << 20)
-        return SimMemory(total=total, used=used, free=total - used)
+        reserved = gpu.reserved_mib << 20
+        if version is None:  # v1, as the real library: the reservation counts as used
+            return SimMemory(
+                total=total, used=min(total, used + reserved), free=max(0, total - used - reserved)
+            )
+        return SimMemory(total=total, used=used, free=max(0, total - used - reserved), reserved=reserved)
 
     def nvmlDeviceGetPciInfo(self, handle: SimHandle) -> SimPci:
         return SimPci(busId=f"00000000:{0x18 + 0x10 * self._gpu(handle).index:02X}:00.0")

@@ -44,8 +44,9 @@ class Attributor:
 
     def begin_poll(self, pids: set[int]) -> None:
         """Refresh PodResources when stale or when a new process appeared; forget exited pids."""
-        new = pids - set(self._cache)
-        self._cache = {p: v for p, v in self._cache.items() if p in pids}
+        new = pids - self._cache.keys()
+        if len(self._cache) + len(new) != len(pids):  # some pid exited: forget it
+            self._cache = {p: v for p, v in self._cache.items() if p in pids}
         for pid in new:
             self._cache[pid] = (self._read_uid(pid), self._read_env_ids(pid))
         if (new or time.monotonic() - self._fetched_at > self.refresh_s) and self.socket is not None:

@@ -33,6 +33,7 @@ class Collector:
         self.uuids = [_s(lib.nvmlDeviceGetUUID(h)) for h in self.handles]
         self.names = [_s(lib.nvmlDeviceGetName(h)) for h in self.handles]
         self._no_ecc: set[int] = set()
+        self._mem_v1: set[int] = set()
         self._xids: dict[str, int] = {}
         self._lock = threading.Lock()
         self.errors = 0
@@ -52,13 +53,24 @@ class Collector:
     def _read(self, i: int, h: Any) -> tuple[Any, Any, int, int, int, int, int, int]:
         lib = self.lib
         util = lib.nvmlDeviceGetUtilizationRates(h)
-        mem = lib.nvmlDeviceGetMemoryInfo(h)
+        mem = self._memory(i, h)
         temp = lib.nvmlDeviceGetTemperature(h, nvml.TEMPERATURE_GPU)
         power = lib.nvmlDeviceGetPowerUsage(h)
         sm = lib.nvmlDeviceGetClockInfo(h, nvml.CLOCK_SM)
         memclk = lib.nvmlDeviceGetClockInfo(h, nvml.CLOCK_MEM)
         sbe, dbe = self._ecc(i, h)
         return util, mem, temp, power, sm, memclk, sbe, dbe
+
+    def _memory(self, i: int, h: Any) -> Any:
+        """v2 where the driver has it, so `used` matches nvidia-smi (no reserved memory); else v1."""
+        if i not in self._mem_v1:
+            try:
+                return self.lib.nvmlDeviceGetMemoryInfo(h, nvml.MEMORY_V2)
+            except nvml.NVMLError as exc:
+                if not nvml.is_missing(exc):
+                    raise
+                self._mem_v1.add(i)
+        return self.lib.nvmlDeviceGetMemoryInfo(h)
 
     def _ecc(self, i: int, h: Any) -> tuple[int, int]:
         if i in self._no_ecc:

@@ -11,7 +11,8 @@ from pathlib import Path
 import pytest
 
 from plugin import gpucheck, nvml
-from plugin.devices import RESOURCE_GPU
+from plugin.devices import RESOURCE_GPU, discover
+from plugin.simnvml import SimNvml, default_gpus
 from plugin.testing.kubelet import TestKubelet
 
 
@@ -39,3 +40,14 @@ def test_gpu_check_exits_2_with_a_clear_message_without_nvml(
     monkeypatch.setattr(nvml, "load_real", no_gpu)
     assert gpucheck.main() == 2
     assert "no NVIDIA GPU / NVML not found" in capsys.readouterr().err
+
+
+def test_gpu_checks_allocate_step_passes_on_the_simulated_nvml(capsys: pytest.CaptureFixture[str]) -> None:
+    """The step the real-GPU run depends on, kept working here: it broke unseen once (no PodResources
+    socket after tenancy came) and was found only on a lent GPU machine."""
+    sim = SimNvml(default_gpus(3), call_cost_s=0)
+    report = gpucheck.Report()
+    gpucheck.check_allocate(report, sim, discover(sim))
+    out = capsys.readouterr().out
+    assert report.failed == 0, out
+    assert out.count("[PASS]") == 4, out

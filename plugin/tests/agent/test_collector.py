@@ -3,15 +3,19 @@
 from __future__ import annotations
 
 import time
+from dataclasses import replace
 from pathlib import Path
 
+import pynvml
 from prometheus_client import generate_latest
+from prometheus_client.parser import text_string_to_metric_families
 
 from plugin.agent.attribution import Attributor
 from plugin.agent.collector import Collector, XidWatcher
 from plugin.agent.metrics import AgentMetrics
 from plugin.agent.sender import SampleBuffer
-from plugin.simnvml import SimNvml
+from plugin.contract import ProcessSample
+from plugin.simnvml import BASE_USED_MIB, SimHandle, SimMemory, SimNvml, default_gpus
 
 
 def test_a_sample_reports_memory_power_and_clocks_in_contract_units(tmp_path: Path) -> None:
@@ -58,3 +62,92 @@ def test_metrics_use_dcgm_exporter_names(tmp_path: Path) -> None:
         "DCGM_FI_DEV_SM_CLOCK",
     ):
         assert f'{name}{{Hostname="node-a",UUID="{sim.gpus[0].uuid}"' in text
+
+
+def _sim_with_reserved_memory() -> SimNvml:
+    sim = SimNvml(default_gpus(1), call_cost_s=0)
+    sim.gpus[0] = replace(sim.gpus[0], reserved_mib=614)  # what an H200 on driver 580 reserved
+    sim.add_process(sim.gpus[0].uuid, 4242, 2048)
+    return sim
+
+
+def test_memory_used_leaves_out_the_drivers_reservation_as_nvidia_smi_does(tmp_path: Path) -> None:
+    sample = Collector(_sim_with_reserved_memory(), Attributor(tmp_path, None)).poll()[0]
+    assert sample["mem_used_mib"] == BASE_USED_MIB + 2048
+
+
+class _V1Only(SimNvml):
+    """A driver whose NVML has no nvmlDeviceGetMemoryInfo_v2."""
+
+    v2_asked = 0
+
+    def nvmlDeviceGetMemoryInfo(self, handle: SimHandle, version: int | None = None) -> SimMemory:
+        if version is not None:
+            self.v2_asked += 1
+            raise pynvml.NVMLError(pynvml.NVML_ERROR_FUNCTION_NOT_FOUND)
+        return super().nvmlDeviceGetMemoryInfo(handle)
+
+
+def test_without_the_v2_call_memory_comes_from_v1_and_v2_is_asked_once(tmp_path: Path) -> None:
+    sim = _V1Only(default_gpus(1), call_cost_s=0)
+    sim.add_process(sim.gpus[0].uuid, 4242, 2048)
+    collector = Collector(sim, Attributor(tmp_path, None))
+    samples = [collector.poll()[0] for _ in range(3)]
+    assert [s["mem_used_mib"] for s in samples] == [BASE_USED_MIB + 2048] * 3
+    assert sim.v2_asked == 1
+
+
+def _proc(pid: int, mib: int, pod: str | None) -> ProcessSample:
+    ns = "team-a" if pod else None
+    return ProcessSample(
+        pid=pid, mem_used_mib=mib, pod_uid=None, pod_namespace=ns, pod_name=pod, container=pod
+    )
+
+
+def _values(metrics: AgentMetrics) -> dict[tuple[str, frozenset[tuple[str, str]]], float]:
+    text = generate_latest(metrics.registry).decode()
+    return {
+        (s.name, frozenset(s.labels.items())): s.value
+        for family in text_string_to_metric_families(text)
+        for s in family.samples
+    }
+
+
+def test_metrics_hold_the_latest_poll_the_last_xid_and_each_pods_memory(tmp_path: Path) -> None:
+    sim = SimNvml(default_gpus(2), call_cost_s=0)
+    collector = Collector(sim, Attributor(tmp_path, None))
+    metrics = AgentMetrics("node-a", collector.names)
+    buffer = SampleBuffer(1)
+    first = collector.poll()
+    first[0]["xid"] = 79
+    first[0]["processes"] = [_proc(1, 100, "train"), _proc(2, 50, "train"), _proc(3, 7, None)]
+    buffer.add(first)  # 2 samples into a buffer of 1: one dropped
+    metrics.update({u: i for i, u in enumerate(collector.uuids)}, first, buffer)
+    second = collector.poll()
+    second[1]["util_gpu"] = 42
+    metrics.update({u: i for i, u in enumerate(collector.uuids)}, second, buffer)
+    values = _values(metrics)
+    gpu = [
+        frozenset(
+            {
+                "gpu": str(i),
+                "UUID": u,
+                "device": f"nvidia{i}",
+                "modelName": collector.names[i],
+                "Hostname": "node-a",
+            }.items()
+        )
+        for i, u in enumerate(collector.uuids)
+    ]
+    assert values[("DCGM_FI_DEV_GPU_UTIL", gpu[1])] == 42
+    assert values[("DCGM_FI_DEV_XID_ERRORS", gpu[0])] == 79  # kept after the sample that carried it
+    assert ("DCGM_FI_DEV_XID_ERRORS", gpu[1]) not in values
+    assert values[("DCGM_FI_DEV_FB_FREE", gpu[0])] == second[0]["mem_total_mib"] - second[0]["mem_used_mib"]
+    assert not any(name == "gpu_portal_pod_gpu_memory_used_mib" for name, _ in values)  # the pod has gone
+    metrics.update({u: i for i, u in enumerate(collector.uuids)}, first, buffer)
+    pod = frozenset(
+        {"UUID": collector.uuids[0], "namespace": "team-a", "pod": "train", "container": "train"}.items()
+    )
+    assert _values(metrics)[("gpu_portal_pod_gpu_memory_used_mib", pod)] == 150
+    assert values[("gpu_portal_agent_buffered_samples", frozenset())] == 1
+    assert values[("gpu_portal_agent_dropped_samples_total", frozenset())] == 1
