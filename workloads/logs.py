@@ -7,6 +7,7 @@ serve one-shot reads and the WSGI fallback.
 from __future__ import annotations
 
 import logging
+import time
 from collections.abc import AsyncIterator, Iterator
 
 from asgiref.sync import sync_to_async
@@ -42,11 +43,23 @@ def log_lines(job: Job, *, follow: bool) -> Iterator[bytes]:
     if job.log_captured or not job.pod_name:
         yield log_follow.kept_tail(job)
         return
-    try:
-        yield from _live(job, follow)
-    except K8sError as exc:
-        log.info("live log of %s unavailable (%s); serving the kept tail", job, exc.status)
-        yield job.log_tail.encode()
+    # A followed log may be asked for while the container is still being created (pods/log: 400):
+    # wait for it as log_follow does, rather than serve the still empty kept tail.
+    deadline = time.monotonic() + (app_settings.log_follow_idle_s() if follow else 0.0)
+    while True:
+        sent = False
+        try:
+            for chunk in _live(job, follow):
+                sent = True
+                yield chunk
+            return
+        except K8sError as exc:
+            if exc.status == 400 and not sent and time.monotonic() < deadline:
+                time.sleep(app_settings.log_follow_poll_s())
+                continue
+            log.info("live log of %s unavailable (%s); serving the kept tail", job, exc.status)
+            yield job.log_tail.encode()
+            return
 
 
 def _next_chunk(lines: Iterator[bytes]) -> bytes | None:

@@ -7,6 +7,7 @@ outside that namespace, they fail with a message saying so (never a skip).
 - `real_node` (session): a started `RealNode` of the run-wide `k8s_cluster`; stopped at the end of
   the session, which fails if the host is not as found. One real node per machine at a time, so the
   tests that start their own (test_node_lifecycle.py) run before the first user of this one.
+- `portal_on_real_node`: the portal's Kubernetes client for the run's cluster, real-node placement on.
 - `node_plugin` (session): the project's device plugin on that node, in this process on a simulated
   NVML the tests drive, registered with the real kubelet at its fixed device-plugin directory.
 """
@@ -16,6 +17,7 @@ from __future__ import annotations
 import json
 import shutil
 import tempfile
+import uuid
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -30,8 +32,13 @@ from plugin.devices import RESOURCE_GPU
 from plugin.registration import DEFAULT_PLUGIN_DIR
 from plugin.simnvml import SimNvml
 from portal.localcluster import ClusterHandle
+from portal.localcluster import realnode_config as rc
 from portal.localcluster.realnode import RealNode, start_real_node
 from tests.cluster.helpers import wait_for
+from tests.fixtures.personas import World
+from tests.workloads_e2e.conftest import portal_kube_client
+from workloads.k8s.client import RealKubeClient
+from workloads.models import ImageRule
 
 OWN_NODE_MODULES = ("test_node_lifecycle.py",)
 
@@ -118,3 +125,16 @@ def node_plugin(real_node: RealNode) -> Iterator[NodePlugin]:
     finally:
         daemon.stop()
         shutil.rmtree(scratch, ignore_errors=True)
+
+
+@pytest.fixture
+def portal_on_real_node(
+    k8s_cluster: ClusterHandle, node_plugin: NodePlugin, world: World
+) -> Iterator[RealKubeClient]:
+    """The portal's client for the run's cluster, real-node placement on, busybox allowed in alpha."""
+    registry, repository = rc.BUSYBOX_IMAGE.rsplit(":", 1)[0].split("/", 1)
+    ImageRule.objects.create(project=world.alpha, registry=registry, repository=repository)
+    prefix = f"r{uuid.uuid4().hex[:6]}-"
+    settings = {"GPUPORTAL_REAL_NODE_PLACEMENT": True, "GPUPORTAL_JOB_SIMULATION": False}
+    with portal_kube_client(k8s_cluster, prefix, **settings) as client:
+        yield client

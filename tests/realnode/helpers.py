@@ -11,6 +11,9 @@ from kubernetes import client
 from portal.localcluster import ClusterHandle
 from portal.localcluster import realnode_config as rc
 from tests.cluster.helpers import wait_for
+from tests.fixtures.personas import World
+from workloads.models import Job
+from workloads.services import jobs as services
 
 
 def real_pod(name: str, script: str, *, limits: dict[str, str] | None = None) -> client.V1Pod:
@@ -95,3 +98,17 @@ def delete_pods(core: client.CoreV1Api, namespace: str, names: list[str], timeou
         return not left & set(names)
 
     wait_for(gone, timeout, f"pods {names} to go")
+
+
+def submit_real(world: World, command: str, **spec: Any) -> Job:
+    """A portal job on the real node: `sh -c command` in the busybox image built here."""
+    data = {
+        "image": rc.BUSYBOX_IMAGE,
+        "command": ["sh", "-c", command],
+        "gpus": 1,
+        "cpu_millicores": 100,
+        "memory_mib": 64,
+        "placement": "real-node",
+        **spec,
+    }
+    return services.job_submit(actor=world.member, project=world.alpha, data=data)
