@@ -9,7 +9,7 @@ BIN := $(VENV)/bin
 export PATH := $(CURDIR)/$(BIN):$(PATH)
 
 .PHONY: demo test venv system-deps frontend services-up services-down lint typecheck layers pytest bench \
-        cluster-build cluster-up cluster-down proto gpu-check gpu-check-real lock images oidc-provider soak pytest-realnode
+        cluster-build cluster-up cluster-down proto gpu-check gpu-check-real lock images oidc-provider soak pytest-realnode realnode-images
 
 include plugin/plugin.mk
 include deploy/localcluster/cluster.mk
@@ -58,8 +58,13 @@ pytest: venv proto system-deps cluster-build images oidc-provider
 
 # The tests on the optional real node (a real kubelet, containerd and runc; deploy/localcluster/README.md)
 # run inside the run's own network namespace, with their own control plane, Postgres and Redis there.
-pytest-realnode: venv proto system-deps cluster-build
+pytest-realnode: venv proto system-deps cluster-build realnode-images
 	$(BIN)/python -m portal.localcluster.netns run -- bash deploy/localcluster/realnode/run-tests.sh $(PYTEST_ARGS)
+
+# The real node's pause and busybox images (cached; seconds when built). Built out here: nothing
+# routes out of the run's namespace, and the build needs apt and the Go toolchain.
+realnode-images: system-deps
+	bash deploy/localcluster/realnode/images.sh >/dev/null
 
 # The OpenID Connect provider the sign-in tests run (Go, cached; seconds when nothing changed).
 oidc-provider:

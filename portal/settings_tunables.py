@@ -51,6 +51,10 @@ GPUPORTAL_JOB_SIMULATION = env.bool("GPUPORTAL_JOB_SIMULATION", default=False)
 # Lets jobs ask for the local cluster's optional real node (placement "real-node"): tests and demo only.
 GPUPORTAL_REAL_NODE_PLACEMENT = env.bool("GPUPORTAL_REAL_NODE_PLACEMENT", default=False)
 GPUPORTAL_JOB_TTL_SECONDS = env.int("GPUPORTAL_JOB_TTL_SECONDS", default=7 * 24 * 3600)
+# Followed logs (docs/operator-guide.md documents them; they were read from settings only).
+GPUPORTAL_LOG_STREAMS_PER_USER = env.int("GPUPORTAL_LOG_STREAMS_PER_USER", default=8)
+GPUPORTAL_LOG_FOLLOW_IDLE_SECONDS = env.float("GPUPORTAL_LOG_FOLLOW_IDLE_SECONDS", default=600.0)
+GPUPORTAL_LOG_FOLLOW_POLL_SECONDS = env.float("GPUPORTAL_LOG_FOLLOW_POLL_SECONDS", default=3.0)
 GPUPORTAL_LEASE_NAMESPACE = env.str("GPUPORTAL_LEASE_NAMESPACE", default="default")
 GPUPORTAL_SWEEP_SECONDS = env.int("GPUPORTAL_SWEEP_SECONDS", default=30)
 # A running job whose Kubernetes Job shows no pod and no outcome this long becomes "unknown"; an

@@ -170,7 +170,9 @@ def _answers(node: RealNode) -> bool:
 
 
 def _load_images(node: RealNode) -> None:
-    out = subprocess.run(["bash", str(IMAGES_SCRIPT)], capture_output=True, text=True, check=True)
+    out = subprocess.run(["bash", str(IMAGES_SCRIPT)], capture_output=True, text=True, check=False)
+    if out.returncode != 0:
+        raise RuntimeError(f"the real node's images: {out.stderr.strip()[-2000:]}")
     folder = Path(out.stdout.strip().splitlines()[-1])
     for archive in sorted(folder.glob("*.tar")):
         node.ctr("images", "import", str(archive), timeout=120)

@@ -17,6 +17,7 @@ from __future__ import annotations
 import json
 import shutil
 import tempfile
+import time
 import uuid
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -77,6 +78,27 @@ class NodePlugin:
     slices: int
     # What the real kubelet asked GetPreferredAllocation of nvidia.com/gpu, and the answers.
     preferred: list[tuple[pb.PreferredAllocationRequest, pb.PreferredAllocationResponse]]
+    allocate_delay: AllocateDelay
+
+
+@dataclass
+class AllocateDelay:
+    """Seconds the plugin's nvidia.com/gpu Allocate waits before answering: a test sets it to hold a
+    pod in ContainerCreating (pods/log answers 400 meanwhile) for as long as it needs."""
+
+    seconds: float = 0.0
+
+
+def _delay_allocate(daemon: PluginDaemon) -> AllocateDelay:
+    servicer = daemon.resources[RESOURCE_GPU].server.servicer
+    inner, delay = servicer.Allocate, AllocateDelay()
+
+    def delayed(request: Any, context: Any) -> Any:
+        time.sleep(delay.seconds)
+        return inner(request, context)
+
+    servicer.Allocate = delayed  # type: ignore[method-assign]
+    return delay
 
 
 def _record_preferred(daemon: PluginDaemon) -> list[tuple[Any, Any]]:
@@ -117,11 +139,11 @@ def node_plugin(real_node: RealNode) -> Iterator[NodePlugin]:
         busy_poll_s=0.2,
     )
     daemon = PluginDaemon(sim, cfg)
-    preferred = _record_preferred(daemon)
+    preferred, delay = _record_preferred(daemon), _delay_allocate(daemon)
     daemon.start()
     try:
         wait_for(lambda: all(r.registrations for r in daemon.resources.values()), 15, "both registrations")
-        yield NodePlugin(daemon, sim, shared, SHARED_SLICES, preferred)
+        yield NodePlugin(daemon, sim, shared, SHARED_SLICES, preferred, delay)
     finally:
         daemon.stop()
         shutil.rmtree(scratch, ignore_errors=True)
@@ -138,3 +160,13 @@ def portal_on_real_node(
     settings = {"GPUPORTAL_REAL_NODE_PLACEMENT": True, "GPUPORTAL_JOB_SIMULATION": False}
     with portal_kube_client(k8s_cluster, prefix, **settings) as client:
         yield client
+
+
+@pytest.fixture
+def slow_container_start(node_plugin: NodePlugin) -> Iterator[None]:
+    """Real-node pods that ask for a whole GPU stay in ContainerCreating for 5 s."""
+    node_plugin.allocate_delay.seconds = 5.0
+    try:
+        yield
+    finally:
+        node_plugin.allocate_delay.seconds = 0.0

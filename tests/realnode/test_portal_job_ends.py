@@ -7,14 +7,16 @@ Transactional: the live portal (daphne, another process) must see the test's row
 from __future__ import annotations
 
 import threading
+from pathlib import Path
 
 import pytest
 from django.test import override_settings
 
+from portal.localcluster import ClusterHandle
 from portal.localcluster.realnode import RealNode
 from tests.fixtures.personas import World
 from tests.realnode.helpers import submit_real
-from tests.workloads_e2e.live_portal import drive_until
+from tests.workloads_e2e.live_portal import drive_until, live_portal
 from tests.workloads_e2e.procs import wait_for
 from tests.workloads_e2e.test_job_lifecycle import drive
 from tests.workloads_e2e.test_log_streams import _cookie, _follow
@@ -27,9 +29,20 @@ TTL_S = 5
 
 
 def test_a_log_followed_before_the_start_waits_for_the_container_and_ends_with_it(
-    portal_on_real_node: RealKubeClient, request: pytest.FixtureRequest, world: World
+    portal_on_real_node: RealKubeClient,
+    k8s_cluster: ClusterHandle,
+    tmp_path: Path,
+    world: World,
+    slow_container_start: None,
 ) -> None:
-    base: str = request.getfixturevalue("portal_server")  # after the prefix above is in force
+    # After the fixture's namespace prefix is in force; the follower looks at its job twice a second,
+    # so it reaches the pod while its container is still being created (pods/log: 400).
+    fast = {"GPUPORTAL_LOG_FOLLOW_POLL_SECONDS": "0.5"}
+    with live_portal(k8s_cluster, tmp_path, env=fast) as base:
+        _follow_to_the_end(base, world)
+
+
+def _follow_to_the_end(base: str, world: World) -> None:
     job = submit_real(world, "sleep 2; echo start; for i in 1 2 3; do echo step $i; sleep 1; done; echo done")
     body: list[bytes] = []
     with _follow(base, job, _cookie(world.member)) as response:

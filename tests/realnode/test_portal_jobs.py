@@ -17,6 +17,7 @@ from tests.fixtures.personas import World
 from tests.realnode.helpers import submit_real
 from tests.workloads_e2e.procs import wait_for
 from tests.workloads_e2e.test_job_lifecycle import drive
+from workloads.admission.cycle import admission_pass
 from workloads.choices import JobState
 from workloads.k8s import paths
 from workloads.k8s.client import RealKubeClient
@@ -31,19 +32,24 @@ SCRIPT = "echo start; for i in 1 2 3; do echo step $i; sleep 1; done; echo done;
 
 def _follow(job: Job) -> tuple[threading.Thread, list[bytes]]:
     chunks: list[bytes] = []
-    reader = threading.Thread(target=lambda: chunks.extend(log_lines(job, follow=True)), daemon=True)
+    # Its own copy, project loaded here: the reader's connection cannot see the test's rows, and
+    # drive() refreshes (and so forgets the project of) the test's copy meanwhile.
+    mine = Job.objects.select_related("project").get(pk=job.pk)
+    reader = threading.Thread(target=lambda: chunks.extend(log_lines(mine, follow=True)), daemon=True)
     reader.start()
     return reader, chunks
 
 
 def test_a_job_runs_its_command_its_log_ends_with_it_and_exit_3_fails_it(
-    portal_on_real_node: RealKubeClient, real_node: RealNode, world: World
+    portal_on_real_node: RealKubeClient, real_node: RealNode, world: World, slow_container_start: None
 ) -> None:
     job = submit_real(world, SCRIPT)
+    _drive_to_pod(job)
+    # Followed while the container is still being created: pods/log answers 400 until it starts.
+    assert job.state != JobState.RUNNING
+    reader, chunks = _follow(job)
     drive(job, {JobState.RUNNING})
     assert job.node == real_node.name
-    # Followed at once: the container may still be being created (pods/log answers 400 until then).
-    reader, chunks = _follow(job)
     reader.join(timeout=30)  # the stream ends when the container exits, not at a timeout
     assert not reader.is_alive(), "the followed log did not end when the container exited"
     assert b"".join(chunks).decode().split() == ["start", "step", "1", "step", "2", "step", "3", "done"]
@@ -69,6 +75,18 @@ def test_cancel_kills_the_real_container(
     assert job.state == JobState.CANCELLED
     wait_for(lambda: not Path(f"/proc/{pid}").exists(), 60, f"the container's process {pid} to end")
     wait_for(lambda: _pod(portal_on_real_node, job) is None, 60, "the pod to go")
+
+
+def _drive_to_pod(job: Job) -> None:
+    """Admit and reconcile until the job has a pod (it need not run yet)."""
+
+    def step() -> bool:
+        admission_pass()
+        reconcile_job(job.pk)
+        job.refresh_from_db()
+        return bool(job.pod_name)
+
+    wait_for(step, 60, f"{job} has a pod", every=0.5)
 
 
 def _pod(kube: RealKubeClient, job: Job) -> dict[str, Any] | None:

@@ -7,6 +7,7 @@ import subprocess
 import sys
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
+from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
@@ -24,6 +25,15 @@ from workloads.tasks import reconcile_job
 
 @pytest.fixture
 def portal_server(k8s_cluster: ClusterHandle, tmp_path: Path) -> Iterator[str]:
+    with live_portal(k8s_cluster, tmp_path) as base:
+        yield base
+
+
+@contextmanager
+def live_portal(
+    cluster: ClusterHandle, tmp_path: Path, *, host: str = "127.0.0.1", env: dict[str, str] | None = None
+) -> Iterator[str]:
+    """daphne on `host` (the real node's pods reach the node's address, not loopback), its own Redis."""
     redis = PrivateRedis(tmp_path)
     redis.start()
     layers = {
@@ -34,14 +44,14 @@ def portal_server(k8s_cluster: ClusterHandle, tmp_path: Path) -> Iterator[str]:
     }
     env = worker_env(
         redis_url=redis.url,
-        kubeconfig=str(k8s_cluster.kubeconfig),
+        kubeconfig=str(cluster.kubeconfig),
         prefix=settings.GPUPORTAL_NAMESPACE_PREFIX,
-    )
+    ) | (env or {})
     port = free_port()
     daphne = str(Path(sys.executable).parent / "daphne")
     with (tmp_path / "daphne.log").open("ab") as log:
         proc = subprocess.Popen(
-            [daphne, "-b", "127.0.0.1", "-p", str(port), "portal.asgi:application"],
+            [daphne, "-b", host, "-p", str(port), "portal.asgi:application"],
             cwd=REPO,
             env=env,
             stdout=log,
@@ -49,21 +59,21 @@ def portal_server(k8s_cluster: ClusterHandle, tmp_path: Path) -> Iterator[str]:
             start_new_session=True,
         )
     try:
-        wait_for(lambda: _answers(port), 60, "daphne up")
+        wait_for(lambda: _answers(host, port), 60, "daphne up")
         with override_settings(CHANNEL_LAYERS=layers):
             channel_layers.backends.clear()
-            yield f"http://127.0.0.1:{port}"
+            yield f"http://{host}:{port}"
     finally:
         channel_layers.backends.clear()
         stop_process(proc)
         redis.stop()
 
 
-def _answers(port: int) -> bool:
+def _answers(host: str, port: int) -> bool:
     import urllib.request
 
     try:
-        with urllib.request.urlopen(f"http://127.0.0.1:{port}/healthz", timeout=2) as response:
+        with urllib.request.urlopen(f"http://{host}:{port}/healthz", timeout=2) as response:
             return bool(response.status == 200)
     except OSError:
         return False

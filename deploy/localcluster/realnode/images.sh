@@ -12,6 +12,11 @@ KEY=$(cat "$0" "$HERE/pause.go" | sha256sum | cut -c1-16)
 OUT=$CACHE/$KEY
 BUSYBOX_APPLETS=(sh echo sleep cat env ls true false printf)
 if [ -f "$OUT/done" ]; then echo "$OUT"; exit 0; fi
+if [ -n "${GPUPORTAL_NETNS:-}" ]; then
+  echo "realnode-images: not built yet, and nothing routes out of the run's namespace: run" \
+    "'make realnode-images' (or this script) outside it first" >&2
+  exit 2
+fi
 log() { echo "[realnode-images] $*" >&2; }
 WORK=$(mktemp -d)
 trap 'rm -rf "$WORK"' EXIT
