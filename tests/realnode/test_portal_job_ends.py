@@ -1,6 +1,6 @@
 """How a portal job on the real node ends, through the product's own paths: its log followed through
 the real ASGI server from before the container starts until it exits, and the TTL controller's
-clean-up of a finished job (Job, pod and the real container gone; the portal keeps its record).
+clean-up of a finished job (Job and pod gone; the portal keeps its record and serves the log).
 
 Transactional: the live portal (daphne, another process) must see the test's rows."""
 
@@ -23,6 +23,7 @@ from tests.workloads_e2e.test_log_streams import _cookie, _follow
 from workloads.choices import JobState
 from workloads.k8s import labels, paths
 from workloads.k8s.client import RealKubeClient
+from workloads.logs import log_lines
 
 pytestmark = pytest.mark.django_db(transaction=True)
 TTL_S = 5
@@ -59,7 +60,7 @@ def _follow_to_the_end(base: str, world: World) -> None:
 
 
 @override_settings(GPUPORTAL_JOB_TTL_SECONDS=TTL_S)
-def test_the_ttl_controller_removes_the_finished_job_its_pod_and_container(
+def test_the_ttl_controller_removes_a_finished_job_and_its_pod_and_the_portal_serves_the_log(
     portal_on_real_node: RealKubeClient, real_node: RealNode, world: World
 ) -> None:
     job = submit_real(world, "echo kept; exit 0")
@@ -69,12 +70,14 @@ def test_the_ttl_controller_removes_the_finished_job_its_pod_and_container(
     pods = (kube.get(paths.pods(job.namespace), selector) or {}).get("items") or []
     assert [p["spec"]["nodeName"] for p in pods] == [real_node.name]
     pod_uid = pods[0]["metadata"]["uid"]
-    assert _containers_of(real_node, pod_uid), "the real node no longer held the finished pod"
+    assert _containers_of(real_node, pod_uid), "the real node did not hold the finished pod's containers"
 
     path = paths.job(job.namespace, job.k8s_name)
     wait_for(lambda: kube.get(path) is None, 60, "the TTL controller removed the Job", every=1.0)
     wait_for(lambda: not (kube.get(paths.pods(job.namespace), selector) or {}).get("items"), 60, "pod gone")
-    wait_for(lambda: not _containers_of(real_node, pod_uid), 60, "the node removed the pod's containers")
+    # The kubelet removes the stopped containers at its next garbage collection (every minute), which
+    # this test does not wait for. The log is the portal's own copy now.
+    assert b"".join(log_lines(job, follow=False)) == b"kept\n"
     drive(job, {JobState.SUCCEEDED})  # what the Job's DELETED event sends: nothing changes
     assert (job.state, job.exit_code, job.deleted_in_cluster_at) == (JobState.SUCCEEDED, 0, None)
     assert job.log_tail.split() == ["kept"]
