@@ -58,7 +58,7 @@ pytest: venv proto system-deps cluster-build images oidc-provider
 
 # The tests on the optional real node (a real kubelet, containerd and runc; deploy/localcluster/README.md)
 # run inside the run's own network namespace, with their own control plane, Postgres and Redis there.
-pytest-realnode: venv proto system-deps cluster-build realnode-images
+pytest-realnode: venv proto system-deps cluster-build realnode-images images
 	$(BIN)/python -m portal.localcluster.netns run -- bash deploy/localcluster/realnode/run-tests.sh $(PYTEST_ARGS)
 
 # The real node's pause and busybox images (cached; seconds when built). Built out here: nothing

@@ -42,6 +42,9 @@ def test_helm_lint_strict_passes() -> None:
         (["--set", "portal.namespacePrefix=kube-"], "at '/portal/namespacePrefix': 'not' failed"),
         # Below 1000 project pods could run as a system account of the node.
         (["--set", "portal.projectUidBase=5"], "at '/portal/projectUidBase': minimum"),
+        (["--set", "node.backend=fake"], "at '/node/backend'"),
+        (["--set", "node.kubeletRootDir=var/lib/kubelet"], "at '/node/kubeletRootDir'"),
+        (["--set", "node.portalUrl=portal.example.org"], "at '/node/portalUrl'"),
     ],
 )
 def test_bad_values_fail_naming_the_field(values: list[str], message: str) -> None:
@@ -165,3 +168,22 @@ def test_the_charts_environment_passes_the_production_deploy_check() -> None:
     )  # fmt: skip
     assert out.returncode == 0, out.stderr
     assert "System check identified no issues" in out.stdout
+
+
+def test_the_node_values_reach_the_daemonset() -> None:
+    """Backend, kubelet root and portal URL: what the real-node DaemonSet test sets (tests/realnode)."""
+    values = {
+        "node.backend": "sim",
+        "node.kubeletRootDir": "/var/lib/k0s/kubelet/",
+        "node.portalUrl": "http://10.0.0.9:8000",
+    }
+    (ds,) = of_kind(render(None, "gp", "portal", values), "DaemonSet")
+    spec = ds["spec"]["template"]["spec"]
+    plugin, agent = _containers(spec)
+    assert plugin["args"][:2] == agent["args"][:2] == ["--backend", "sim"]
+    assert {"name": "GPU_PORTAL_URL", "value": "http://10.0.0.9:8000"} in agent["env"]
+    volumes = {v["name"]: v for v in spec["volumes"]}
+    assert volumes["pod-resources"]["hostPath"]["path"] == "/var/lib/k0s/kubelet/pod-resources"
+    assert (
+        volumes["device-plugins"]["hostPath"]["path"] == "/var/lib/kubelet/device-plugins"
+    )  # fixed by the kubelet
