@@ -6,19 +6,25 @@ to addresses inside namespaces the run made itself. So the real-node tests run w
 pair whose one end holds the node's address, and a default route through it, which kube-apiserver
 and the kubelet need to pick an address. Nothing routes out: the host's interfaces are untouched.
 
-    python -m portal.localcluster.netns run [--name N] -- COMMAND...
+    python -m portal.localcluster.netns run [--name N] [--forward PORT] -- COMMAND...
+    python -m portal.localcluster.netns exec [--name N] -- COMMAND...
 
-makes the namespace, runs COMMAND inside it (only the network namespace changes, so the files,
-cgroups and mounts are the host's), and removes the namespace after, whatever COMMAND did.
+`run` makes the namespace, runs COMMAND inside it (only the network namespace changes, so the
+files, cgroups and mounts are the host's), and removes the namespace after, whatever COMMAND did;
+`--forward PORT` lets the host's 127.0.0.1:PORT reach the namespace's (the demo's browser). `exec`
+runs another command (kubectl, a shell) in the namespace while `run`'s command holds it.
 """
 
 from __future__ import annotations
 
 import argparse
 import os
+import signal
 import subprocess
 import sys
 from pathlib import Path
+
+import portal.localcluster.forward as forwarder
 
 NETNS_DIR = Path("/run/netns")
 NODE_IP = "10.213.0.2"
@@ -76,26 +82,48 @@ def current() -> str | None:
     return name
 
 
-def run(name: str, command: list[str]) -> int:
+def run(name: str, command: list[str], forward: list[int] | None = None) -> int:
     create(name)
+    stops = []
     try:
-        env = {**os.environ, ENV: name}
-        return subprocess.run([*exec_prefix(name), *command], env=env, check=False).returncode
+        stops = [forwarder.start(NETNS_DIR / name, port) for port in forward or []]
+        return enter(name, command)
     finally:
+        for stop in stops:
+            stop.set()
         delete(name)
+
+
+def enter(name: str, command: list[str]) -> int:
+    """Run a command in the existing namespace `name` (a second shell beside `run`'s command)."""
+    if not (NETNS_DIR / name).exists():
+        raise SystemExit(f"no namespace {name}: start one with `python -m portal.localcluster.netns run`")
+    env = {**os.environ, ENV: name}
+    child = subprocess.Popen([*exec_prefix(name), *command], env=env)
+    # SIGTERM ends the command, then `run` removes the namespace (Python's default would skip that).
+    previous = signal.signal(signal.SIGTERM, lambda signum, frame: child.terminate())
+    try:
+        return child.wait()
+    finally:
+        signal.signal(signal.SIGTERM, previous)
 
 
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(prog="python -m portal.localcluster.netns", description=__doc__)
     sub = p.add_subparsers(dest="cmd", required=True)
     r = sub.add_parser("run", help="run a command inside a fresh namespace")
-    r.add_argument("--name", default=DEFAULT_NAME)
-    r.add_argument("command", nargs=argparse.REMAINDER)
+    r.add_argument("--forward", type=int, action="append", help="forward host 127.0.0.1:PORT inside")
+    e = sub.add_parser("exec", help="run a command inside the namespace a `run` made")
+    for parser in (r, e):
+        parser.add_argument("--name", default=DEFAULT_NAME)
+        parser.add_argument("command", nargs=argparse.REMAINDER)
     args = p.parse_args(argv)
     command = args.command[1:] if args.command[:1] == ["--"] else args.command
     if not command:
         p.error("give the command to run after --")
-    return run(args.name, command)
+    if args.cmd == "exec":
+        return enter(args.name, command)
+    return run(args.name, command, args.forward)
 
 
 if __name__ == "__main__":
