@@ -91,8 +91,11 @@ soak: venv proto system-deps cluster-build images
 	GPUPORTAL_SOAK=1 GPUPORTAL_T06_EXAMPLES=500 GPUPORTAL_T06_STEPS=50 \
 	  $(BIN)/python -m pytest -s --timeout=14400 $(SOAK_TESTS) $(PYTEST_ARGS)
 
-demo: venv proto frontend cluster-build
-	$(BIN)/python manage.py demo
+# REAL_NODE=1: also a real node running real containers (deploy/localcluster/README.md); the demo then
+# runs inside the run's own network namespace, and the host's 127.0.0.1:8000 is forwarded into it.
+demo: venv proto frontend cluster-build $(if $(REAL_NODE),realnode-images)
+	$(if $(REAL_NODE),$(BIN)/python -m portal.localcluster.netns run --forward $${PORT:-8000} --) \
+	  $(BIN)/python manage.py demo $(if $(REAL_NODE),--real-node)
 
 bench: venv proto cluster-build
 	$(BIN)/python -m bench --profile ci

@@ -7,7 +7,9 @@ KUBECONFIG=$(make -s cluster-up | tail -1).
 from __future__ import annotations
 
 import argparse
+import signal
 import sys
+import threading
 import time
 
 from portal.localcluster import paths
@@ -22,6 +24,7 @@ from portal.localcluster.cluster import (
 )
 from portal.localcluster.kubeapi import KubeApi
 from portal.localcluster.nodes import GpuNodeSpec, delete_nodes, node_names, ready_node_names
+from portal.localcluster.realnode import real_node_with_plugin
 
 
 def _say(msg: str) -> None:
@@ -41,7 +44,29 @@ def cmd_up(args: argparse.Namespace) -> None:
     handle = start_cluster(name=args.name, nodes=args.nodes, node_spec=spec)
     t = handle.timings
     _say(f"control plane up in {t['start_s']} s, nodes Ready in {t['nodes_ready_s']} s")
+    if args.real_node:
+        _hold_with_real_node(handle)
+        return
     print(handle.kubeconfig)
+
+
+def _hold_with_real_node(handle: ClusterHandle) -> None:
+    """The real node lives only as long as this process: it holds until Ctrl-C or SIGTERM, then
+    stops the node (the host as found) and the cluster."""
+    stop = threading.Event()
+    signal.signal(signal.SIGTERM, lambda signum, frame: stop.set())
+    try:
+        with real_node_with_plugin(handle) as node:
+            _say(f"real node {node.name} Ready in {node.timings['ready_s']} s (containerd, kubelet, plugin)")
+            kubectl = f"python -m portal.localcluster.netns exec -- {handle.bin_dir}/kubectl"
+            _say(f"inside the run's namespace: {kubectl} --kubeconfig {handle.kubeconfig} get nodes")
+            _say("Ctrl-C stops the real node and the cluster")
+            print(handle.kubeconfig, flush=True)
+            stop.wait()
+    except KeyboardInterrupt:
+        pass
+    finally:
+        stop_cluster(handle.name, handle.run_dir)
 
 
 def cmd_down(args: argparse.Namespace) -> None:
@@ -102,6 +127,12 @@ def main(argv: list[str] | None = None) -> None:
             p.add_argument("--nodes", type=int, default=2)
             p.add_argument("--slices", type=int, default=4, help="nvidia.com/gpu.shared slices per GPU")
             p.add_argument("--timeout", type=float, default=600.0)
+        if cmd == "up":
+            p.add_argument(
+                "--real-node",
+                action="store_true",
+                help="also a real node (kubelet, containerd), inside the run's namespace; holds until Ctrl-C",
+            )
     args = parser.parse_args(argv)
     args.fn(args)
 

@@ -10,16 +10,20 @@ from __future__ import annotations
 
 import contextlib
 import os
+import shutil
 import signal
 import subprocess
+import sys
+import tempfile
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO
 
 import portal.localcluster.hoststate as hoststate
 import portal.localcluster.netns as netns
+from plugin.registration import DEFAULT_PLUGIN_DIR
 from portal.localcluster import realnode_config as rc
 from portal.localcluster.cluster import ClusterHandle
 from portal.localcluster.kubeapi import KubeApiError
@@ -223,3 +227,24 @@ def _unmount_under(root: Path) -> None:
     mounts = [line.split()[4] for line in Path("/proc/self/mountinfo").read_text().splitlines()]
     for target in sorted((m for m in mounts if m.startswith(prefix)), key=len, reverse=True):
         subprocess.run(["umount", "-l", target], capture_output=True, check=False)
+
+
+@contextlib.contextmanager
+def real_node_with_plugin(cluster: ClusterHandle, gpus: int = 4) -> Iterator[RealNode]:
+    """The real node with the project's device plugin as a process on it, on simulated NVML (no GPU
+    here): `make demo REAL_NODE=1` and `make cluster-up REAL_NODE=1`. Stopped on leaving."""
+    node = start_real_node(cluster)
+    # Unix socket paths stay under 108 bytes: the MPS pipes are not under the (long) run dir.
+    scratch = Path(tempfile.mkdtemp(prefix="gp-rn-", dir="/tmp"))
+    argv = [sys.executable, "-m", "plugin", "--backend", "sim", "--sim-gpus", str(gpus)]
+    argv += ["--plugin-dir", str(DEFAULT_PLUGIN_DIR), "--mps-root", str(scratch / "mps")]
+    argv += ["--pod-resources-socket", str(node.dirs.kubelet_root / "pod-resources" / "kubelet.sock")]
+    plugin = subprocess.Popen([*argv, "--log-level", "WARNING"], start_new_session=True)
+    try:
+        yield node
+    finally:
+        _terminate(plugin)
+        left = node.stop()
+        shutil.rmtree(scratch, ignore_errors=True)
+        if left:
+            print(f"[realnode] the host is not as found: {left}", file=sys.stderr)

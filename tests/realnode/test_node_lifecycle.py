@@ -12,9 +12,10 @@ from kubernetes import client
 import portal.localcluster.hoststate as hoststate
 from portal.localcluster import ClusterHandle
 from portal.localcluster import realnode_config as rc
-from portal.localcluster.realnode import start_real_node
+from portal.localcluster.realnode import real_node_with_plugin, start_real_node
+from tests.cluster.helpers import wait_for
 from tests.realnode.conftest import require_netns
-from tests.realnode.helpers import kubectl, read_pod, real_pod, wait_terminated
+from tests.realnode.helpers import allocatable, kubectl, read_pod, real_pod, wait_terminated
 
 
 def test_real_node_runs_a_container_and_leaves_the_host_as_found(
@@ -47,3 +48,17 @@ def test_real_node_runs_a_container_and_leaves_the_host_as_found(
     assert pod["status"]["pod_ip"].startswith("10.214.0.")  # from the node's CNI bridge (rc.POD_SUBNET)
     assert left == []
     assert hoststate.differences(before, hoststate.snapshot()) == []
+
+
+def test_the_demos_real_node_offers_the_plugins_gpus_and_leaves_the_host_as_found(
+    k8s_cluster: ClusterHandle, kube_api: client.ApiClient
+) -> None:
+    """What `make demo REAL_NODE=1` and `make cluster-up REAL_NODE=1` start: the node and the device
+    plugin as a process on it (simulated NVML)."""
+    require_netns()
+    core = client.CoreV1Api(kube_api)
+    before = hoststate.snapshot()
+    with real_node_with_plugin(k8s_cluster, gpus=3) as node:
+        wait_for(lambda: allocatable(core, node.name).get("nvidia.com/gpu") == "3", 30, "the plugin's GPUs")
+    assert hoststate.differences(before, hoststate.snapshot()) == []
+    assert not core.list_node(label_selector=f"{rc.REAL_NODE_LABEL}=true").items

@@ -3,11 +3,13 @@ accounts, a queue of demo jobs, simulated node agents, and printed sign-in detai
 
 from __future__ import annotations
 
+import contextlib
 import os
 import secrets
 import signal
 import sys
 import threading
+from collections.abc import Iterator
 from typing import Any
 
 from allauth.account.models import EmailAddress
@@ -56,7 +58,7 @@ def submit_demo_jobs(project: Project) -> int:
     from workloads.models import Job
     from workloads.services.jobs import job_submit
 
-    if Job.objects.filter(project=project).exists():
+    if Job.objects.filter(project=project, name__startswith="train-").exists():
         return 0
     image = f"{DEMO_IMAGE[0]}/{DEMO_IMAGE[1]}:1.0"
     count = 0
@@ -83,6 +85,11 @@ class Command(BaseCommand):
         parser.add_argument("--nodes", type=int, default=2, help="simulated GPU nodes (4 GPUs each)")
         parser.add_argument("--no-cluster", action="store_true", help="portal only, no Kubernetes")
         parser.add_argument("--no-serve", action="store_true", help="prepare and print, then exit")
+        parser.add_argument(
+            "--real-node",
+            action="store_true",
+            help="also a real node running real containers (make demo REAL_NODE=1)",
+        )
 
     def handle(self, *args: Any, **options: Any) -> None:
         settings.VAR_DIR.mkdir(parents=True, exist_ok=True)
@@ -110,7 +117,9 @@ class Command(BaseCommand):
         # SIGTERM ends the demo like Ctrl-C, so the cluster below is always deleted.
         signal.signal(signal.SIGTERM, lambda signum, frame: sys.exit(0))
         try:
-            with embedded.worker_thread():
+            with contextlib.ExitStack() as extras, embedded.worker_thread():
+                if options["real_node"]:
+                    extras.enter_context(_real_node(handle, project, self.stdout.write))
                 embedded.start_background(stop)
                 self.stdout.write(f"submitted {submit_demo_jobs(project)} demo jobs into project vision-lab")
                 threading.Thread(target=_sim_agents, args=(url, stop), name="sim-agents", daemon=True).start()
@@ -129,6 +138,31 @@ class Command(BaseCommand):
         self.stdout.write(
             "  the operator is asked to set up TOTP two-factor authentication before the admin opens."
         )
+
+
+@contextlib.contextmanager
+def _real_node(handle: Any, project: Project, say: Any) -> Iterator[None]:
+    """The real node beside the kwok ones, and one job in project vision-lab that runs a real command
+    there (busybox, built here): its log, exit code and end come from a real container."""
+    from portal.localcluster import realnode_config as rc
+    from portal.localcluster.realnode import real_node_with_plugin
+    from workloads.models import ImageRule
+    from workloads.services.jobs import job_submit
+
+    with real_node_with_plugin(handle) as node:
+        settings.GPUPORTAL_REAL_NODE_PLACEMENT = True
+        registry, repository = rc.BUSYBOX_IMAGE.rsplit(":", 1)[0].split("/", 1)
+        ImageRule.objects.get_or_create(project=project, registry=registry, repository=repository)
+        script = "echo hello from a real container; for i in 1 2 3 4 5 6; do echo step $i; sleep 5; done"
+        data: dict[str, Any] = {
+            "name": "real-hello",
+            "image": rc.BUSYBOX_IMAGE,
+            "command": ["sh", "-c", script],
+        }
+        data |= {"gpus": 1, "cpu_millicores": 100, "memory_mib": 64, "placement": "real-node"}
+        job_submit(actor=User.objects.get(email=RESEARCHERS[0]), project=project, data=data)
+        say(f"real node {node.name} Ready in {node.timings['ready_s']} s; job real-hello runs there")
+        yield
 
 
 def _sim_agents(url: str, stop: threading.Event) -> None:
