@@ -8,11 +8,14 @@ daemon, so it is for a GPU machine lent to us alone (docs/gpu-check.md):
    limit writer sets the tenant ceiling through the real control program, and CUDA clients with the
    environment our Allocate gives run through it; a client over its pinned-memory limit is refused,
    and so is one that raises its own limit above the ceiling.
+3. The plugin daemon on the real MPS: a 2-slice container allocated through the test kubelet, and a
+   CUDA client with its env and mounts, refused past its limit.
 The CUDA clients use PyTorch (the GPU machine's image has it). Exit 0 all passed, 1 a mismatch, 2 no GPU.
 """
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import subprocess
@@ -22,14 +25,19 @@ import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
+from typing import Any
+
+import grpc
 
 from plugin import nvml
 from plugin.agent.attribution import Attributor
 from plugin.agent.collector import Collector
-from plugin.devices import discover
+from plugin.daemon import PluginConfig, PluginDaemon
+from plugin.devices import RESOURCE_SHARED, Gpu, discover
 from plugin.gpucheck import Report, check_agent, smi
 from plugin.mps import REAL_COMMAND, REAL_CONTROL, SHM_WRAPPER, MpsSupervisor
 from plugin.mpslimits import Limit, LimitWriter
+from plugin.testing.kubelet import TestKubelet
 
 GIB = 1 << 30
 # argv: GiB to allocate, seconds of matrix work. Prints ALLOCATED or REFUSED <error>, exits 3 when refused.
@@ -194,15 +202,80 @@ def check_mps(report: Report, uuid: str, memory_mib: int) -> None:
                 servers = _control(root, uuid, "get_server_list").split()
                 clients = [c for s in servers for c in _control(root, uuid, f"get_client_list {s}").split()]
                 print(f"MPS servers {servers}, clients {clients}; client pid {proc.pid}")
-                report.check(bool(servers), "an MPS server serves the client", f"{servers}")
+                report.check(str(proc.pid) in clients, "the MPS server lists the client", f"{clients}")
             proc.kill()
             proc.wait()
             report.check(
-                got.startswith("ALLOCATED") == ok,
+                _as_expected(got, ok),
                 f"MPS client {what}: {'allocated' if ok else 'refused'}",
                 got,
             )
         print(_control(root, uuid, "get_default_device_pinned_mem_limit 0"))
+
+
+def check_daemon_mps(report: Report, lib: nvml.NvmlLib, gpu: Gpu) -> None:
+    """The plugin daemon end to end on the real MPS: GPU 0 shared in 4 slices, a 2-slice container
+    allocated through the test kubelet (PreStartContainer sets the ceiling), and a CUDA client with
+    exactly the env and mounts that container gets."""
+    root = Path(tempfile.mkdtemp(prefix="gpureal-d-", dir="/tmp"))
+    (root / "sharing.json").write_text(json.dumps({"gpus": {gpu.uuid: {"mode": "shared", "slices": 4}}}))
+    kubelet = TestKubelet(root / "dp", root / "pr" / "kubelet.sock")
+    kubelet.start()
+    cfg = PluginConfig(
+        plugin_dir=root / "dp",
+        config_file=root / "sharing.json",
+        pod_resources_socket=kubelet.pod_resources_socket,
+        mps_root=root / "mps",
+        mps_command=list(REAL_COMMAND),
+        mps_control=list(REAL_CONTROL),
+        isolate_shm=True,
+    )
+    daemon = PluginDaemon(lib, cfg)
+    try:
+        daemon.start()
+        kubelet.wait_devices(
+            RESOURCE_SHARED, lambda d: len(d) == 4 and set(d.values()) == {"Healthy"}, timeout=30
+        )
+        resp = kubelet.create_pod("team-a", "mps", RESOURCE_SHARED, 2)
+        _run_as_container(report, resp, gpu)
+    except (TimeoutError, RuntimeError, grpc.RpcError) as exc:
+        report.check(False, "the plugin daemon with the real MPS", repr(exc))
+    finally:
+        daemon.stop()
+        kubelet.stop()
+        shutil.rmtree(root, ignore_errors=True)
+
+
+def _run_as_container(report: Report, resp: Any, gpu: Gpu) -> None:
+    mounts = {m.container_path: m.host_path for m in resp.mounts}
+    env = {k: mounts.get(v, v) for k, v in resp.envs.items() if k.startswith(("CUDA_", "NVIDIA_"))}
+    limit_mib = int(env["CUDA_MPS_PINNED_DEVICE_MEM_LIMIT"].split("=")[1].rstrip("M"))
+    wrap = [*SHM_WRAPPER, mounts["/dev/shm"]]  # noqa: S108 - the container's path, mapped to the GPU's own
+    for what, gib, ok in (("1 GiB", 1.0, True), ("over the 2-slice limit", limit_mib / 1024 + 4, False)):
+        proc = start_client(gib, 5.0 if ok else 0.0, env, wrap=wrap)
+        got = first_word(proc)
+        proc.kill()
+        proc.wait()
+        report.check(_as_expected(got, ok), f"daemon-allocated MPS container, {what}", got)
+    pipe = Path(env["CUDA_MPS_PIPE_DIRECTORY"])
+    ceiling = _control(pipe.parent.parent, gpu.uuid, "get_default_device_pinned_mem_limit 0")
+    print(f"ceiling the daemon set: {ceiling}; the container's limit {limit_mib} MiB")
+    set_mib = _mib(ceiling)
+    close = set_mib is not None and abs(set_mib - limit_mib) < 1024  # MPS answers in whole G
+    report.check(close, "PreStartContainer set the server's memory ceiling to the share", ceiling)
+
+
+def _as_expected(got: str, allocated: bool) -> bool:
+    """A refusal is CUDA's out-of-memory answer, not any failure of the client."""
+    return got.startswith("ALLOCATED" if allocated else "REFUSED")
+
+
+def _mib(text: str) -> int | None:
+    """'70G' or '71885M' (how the MPS control answers) in MiB."""
+    units = {"M": 1, "G": 1024, "T": 1024 * 1024}
+    if len(text) < 2 or text[-1] not in units or not text[:-1].isdigit():
+        return None
+    return int(text[:-1]) * units[text[-1]]
 
 
 def main() -> int:
@@ -222,6 +295,7 @@ def main() -> int:
         report.check(False, "nvidia-cuda-mps-control on PATH")
     else:
         check_mps(report, gpu.uuid, gpu.memory_mib)
+        check_daemon_mps(report, lib, gpu)
     print(f"gpu-real: {'OK' if not report.failed else f'{report.failed} check(s) FAILED'}")
     return 1 if report.failed else 0
 
