@@ -14,7 +14,8 @@ import shutil
 import subprocess
 import sys
 import tempfile
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 import grpc
@@ -24,7 +25,7 @@ from plugin.agent.attribution import Attributor
 from plugin.agent.collector import Collector
 from plugin.daemon import PluginConfig, PluginDaemon
 from plugin.devices import RESOURCE_GPU, RESOURCE_SHARED, Node, discover
-from plugin.mps import STANDIN_COMMAND
+from plugin.mps import STANDIN_COMMAND, STANDIN_CONTROL
 from plugin.testing.kubelet import TestKubelet
 
 SMI_FIELDS = "uuid,memory.total,memory.used,temperature.gpu,power.draw,clocks.sm,clocks.mem,utilization.gpu"
@@ -68,12 +69,19 @@ def check_events(report: Report, lib: nvml.NvmlLib, node: Node) -> None:
         lib.nvmlEventSetFree(event_set)
 
 
-def check_allocate(report: Report, lib: nvml.NvmlLib, node: Node) -> None:
-    """GPU 0 shared (4 slices), the rest exclusive. The MPS daemon is the stand-in: this check must
-    not start a real MPS server on a machine other people may be using."""
+@contextmanager
+def daemon_with_shared_gpu(
+    lib: nvml.NvmlLib,
+    uuid: str,
+    mps_command: list[str],
+    mps_control: list[str],
+    *,
+    isolate_shm: bool = False,
+) -> Iterator[TestKubelet]:
+    """The plugin daemon with GPU `uuid` shared in 4 slices (the others exclusive), registered with a
+    test kubelet on unix sockets in a temp dir; yields once the 4 slices are offered healthy."""
     root = Path(tempfile.mkdtemp(prefix="gpuchk-", dir="/tmp"))
-    shared = node.gpus[0]
-    (root / "sharing.json").write_text(json.dumps({"gpus": {shared.uuid: {"mode": "shared", "slices": 4}}}))
+    (root / "sharing.json").write_text(json.dumps({"gpus": {uuid: {"mode": "shared", "slices": 4}}}))
     kubelet = TestKubelet(root / "dp", root / "pr" / "kubelet.sock")
     kubelet.start()
     cfg = PluginConfig(
@@ -83,44 +91,62 @@ def check_allocate(report: Report, lib: nvml.NvmlLib, node: Node) -> None:
         # kubelet answers it there.
         pod_resources_socket=kubelet.pod_resources_socket,
         mps_root=root / "mps",
-        mps_command=list(STANDIN_COMMAND),
+        mps_command=mps_command,
+        mps_control=mps_control,
+        isolate_shm=isolate_shm,
     )
     daemon = PluginDaemon(lib, cfg)
     try:
         daemon.start()
         kubelet.wait_registered(RESOURCE_SHARED, timeout=15)
         kubelet.wait_devices(
-            RESOURCE_SHARED, lambda d: len(d) == 4 and set(d.values()) == {"Healthy"}, timeout=15
+            RESOURCE_SHARED, lambda d: len(d) == 4 and set(d.values()) == {"Healthy"}, timeout=30
         )
-        envs = kubelet.create_pod("check", "mps", RESOURCE_SHARED, 2).envs
-        report.check(
-            envs["NVIDIA_VISIBLE_DEVICES"] == shared.uuid,
-            "shared Allocate visible devices",
-            envs["NVIDIA_VISIBLE_DEVICES"],
-        )
-        report.check(envs["CUDA_MPS_ACTIVE_THREAD_PERCENTAGE"] == "50", "2 of 4 slices -> 50 % threads")
-        want = f"{shared.uuid}={shared.memory_mib // 2}M"
-        report.check(
-            envs["CUDA_MPS_PINNED_DEVICE_MEM_LIMIT"] == want,
-            "2 of 4 slices -> half the memory",
-            envs["CUDA_MPS_PINNED_DEVICE_MEM_LIMIT"],
-        )
-        if len(node.gpus) > 1:
-            kubelet.wait_devices(RESOURCE_GPU, lambda d: len(d) == len(node.gpus) - 1, timeout=15)
-            got = kubelet.create_pod("check", "whole", RESOURCE_GPU, len(node.gpus) - 1).envs[
-                "NVIDIA_VISIBLE_DEVICES"
-            ]
-            report.check(
-                sorted(got.split(",")) == sorted(g.uuid for g in node.gpus[1:]),
-                "whole-GPU Allocate gives UUIDs",
-                got,
-            )
-    except (TimeoutError, KeyError, RuntimeError, grpc.RpcError) as exc:
-        report.check(False, "Allocate through the test kubelet", repr(exc))
+        yield kubelet
     finally:
         daemon.stop()
         kubelet.stop()
         shutil.rmtree(root, ignore_errors=True)
+
+
+def check_allocate(report: Report, lib: nvml.NvmlLib, node: Node) -> None:
+    """GPU 0 shared (4 slices), the rest exclusive. The MPS daemon is the stand-in: this check must
+    not start a real MPS server on a machine other people may be using."""
+    shared = node.gpus[0]
+    try:
+        with daemon_with_shared_gpu(
+            lib, shared.uuid, list(STANDIN_COMMAND), list(STANDIN_CONTROL)
+        ) as kubelet:
+            _check_grants(report, kubelet, node)
+    except (TimeoutError, KeyError, RuntimeError, grpc.RpcError) as exc:
+        report.check(False, "Allocate through the test kubelet", repr(exc))
+
+
+def _check_grants(report: Report, kubelet: TestKubelet, node: Node) -> None:
+    shared = node.gpus[0]
+    envs = kubelet.create_pod("check", "mps", RESOURCE_SHARED, 2).envs
+    report.check(
+        envs["NVIDIA_VISIBLE_DEVICES"] == shared.uuid,
+        "shared Allocate visible devices",
+        envs["NVIDIA_VISIBLE_DEVICES"],
+    )
+    report.check(envs["CUDA_MPS_ACTIVE_THREAD_PERCENTAGE"] == "50", "2 of 4 slices -> 50 % threads")
+    want = f"{shared.uuid}={shared.memory_mib // 2}M"
+    report.check(
+        envs["CUDA_MPS_PINNED_DEVICE_MEM_LIMIT"] == want,
+        "2 of 4 slices -> half the memory",
+        envs["CUDA_MPS_PINNED_DEVICE_MEM_LIMIT"],
+    )
+    if len(node.gpus) > 1:
+        kubelet.wait_devices(RESOURCE_GPU, lambda d: len(d) == len(node.gpus) - 1, timeout=15)
+        got = kubelet.create_pod("check", "whole", RESOURCE_GPU, len(node.gpus) - 1).envs[
+            "NVIDIA_VISIBLE_DEVICES"
+        ]
+        report.check(
+            sorted(got.split(",")) == sorted(g.uuid for g in node.gpus[1:]),
+            "whole-GPU Allocate gives UUIDs",
+            got,
+        )
 
 
 # field -> (index in SMI_FIELDS, tolerance(reference) )

@@ -15,7 +15,6 @@ The CUDA clients use PyTorch (the GPU machine's image has it). Exit 0 all passed
 
 from __future__ import annotations
 
-import json
 import os
 import shutil
 import subprocess
@@ -32,12 +31,10 @@ import grpc
 from plugin import nvml
 from plugin.agent.attribution import Attributor
 from plugin.agent.collector import Collector
-from plugin.daemon import PluginConfig, PluginDaemon
 from plugin.devices import RESOURCE_SHARED, Gpu, discover
-from plugin.gpucheck import Report, check_agent, smi
+from plugin.gpucheck import Report, check_agent, daemon_with_shared_gpu, smi
 from plugin.mps import REAL_COMMAND, REAL_CONTROL, SHM_WRAPPER, MpsSupervisor
 from plugin.mpslimits import Limit, LimitWriter
-from plugin.testing.kubelet import TestKubelet
 
 GIB = 1 << 30
 # argv: GiB to allocate, seconds of matrix work. Prints ALLOCATED or REFUSED <error>, exits 3 when refused.
@@ -217,33 +214,13 @@ def check_daemon_mps(report: Report, lib: nvml.NvmlLib, gpu: Gpu) -> None:
     """The plugin daemon end to end on the real MPS: GPU 0 shared in 4 slices, a 2-slice container
     allocated through the test kubelet (PreStartContainer sets the ceiling), and a CUDA client with
     exactly the env and mounts that container gets."""
-    root = Path(tempfile.mkdtemp(prefix="gpureal-d-", dir="/tmp"))
-    (root / "sharing.json").write_text(json.dumps({"gpus": {gpu.uuid: {"mode": "shared", "slices": 4}}}))
-    kubelet = TestKubelet(root / "dp", root / "pr" / "kubelet.sock")
-    kubelet.start()
-    cfg = PluginConfig(
-        plugin_dir=root / "dp",
-        config_file=root / "sharing.json",
-        pod_resources_socket=kubelet.pod_resources_socket,
-        mps_root=root / "mps",
-        mps_command=list(REAL_COMMAND),
-        mps_control=list(REAL_CONTROL),
-        isolate_shm=True,
-    )
-    daemon = PluginDaemon(lib, cfg)
     try:
-        daemon.start()
-        kubelet.wait_devices(
-            RESOURCE_SHARED, lambda d: len(d) == 4 and set(d.values()) == {"Healthy"}, timeout=30
-        )
-        resp = kubelet.create_pod("team-a", "mps", RESOURCE_SHARED, 2)
-        _run_as_container(report, resp, gpu)
+        with daemon_with_shared_gpu(
+            lib, gpu.uuid, list(REAL_COMMAND), list(REAL_CONTROL), isolate_shm=True
+        ) as kubelet:
+            _run_as_container(report, kubelet.create_pod("team-a", "mps", RESOURCE_SHARED, 2), gpu)
     except (TimeoutError, RuntimeError, grpc.RpcError) as exc:
         report.check(False, "the plugin daemon with the real MPS", repr(exc))
-    finally:
-        daemon.stop()
-        kubelet.stop()
-        shutil.rmtree(root, ignore_errors=True)
 
 
 def _run_as_container(report: Report, resp: Any, gpu: Gpu) -> None:
