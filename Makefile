@@ -54,7 +54,7 @@ layers: venv
 pytest: venv proto system-deps cluster-build images oidc-provider
 	source deploy/setup/services.sh env
 	bash deploy/setup/services.sh up
-	$(BIN)/python -m pytest --ignore=tests/realnode $(PYTEST_ARGS)
+	$(BIN)/python -m pytest --ignore=tests/realnode --durations=25 $(PYTEST_ARGS)
 
 # The tests on the optional real node (a real kubelet, containerd and runc; deploy/localcluster/README.md)
 # run inside the run's own network namespace, with their own control plane, Postgres and Redis there.

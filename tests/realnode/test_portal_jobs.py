@@ -64,7 +64,8 @@ def test_a_job_runs_its_command_its_log_ends_with_it_and_exit_3_fails_it(
 def test_cancel_kills_the_real_container(
     portal_on_real_node: RealKubeClient, real_node: RealNode, world: World
 ) -> None:
-    job = submit_real(world, "echo up; exec sleep 600")
+    # The shell ends on the kubelet's SIGTERM (a bare `sleep` as PID 1 ignores it: 30 s of grace).
+    job = submit_real(world, "echo up; trap 'exit 143' TERM; sleep 600 & wait")
     drive(job, {JobState.RUNNING})
     pod = wait_for(lambda: _pod(portal_on_real_node, job), 30, "the job's pod")
     pid = wait_for(lambda: _container_pid(pod["metadata"]["uid"]), 30, "the container's process")
