@@ -119,7 +119,7 @@ class Command(BaseCommand):
         try:
             with contextlib.ExitStack() as extras, embedded.worker_thread():
                 if options["real_node"]:
-                    extras.enter_context(_real_node(handle, project, self.stdout.write))
+                    extras.enter_context(_real_node(handle, self.stdout.write))
                 embedded.start_background(stop)
                 self.stdout.write(f"submitted {submit_demo_jobs(project)} demo jobs into project vision-lab")
                 threading.Thread(target=_sim_agents, args=(url, stop), name="sim-agents", daemon=True).start()
@@ -141,9 +141,10 @@ class Command(BaseCommand):
 
 
 @contextlib.contextmanager
-def _real_node(handle: Any, project: Project, say: Any) -> Iterator[None]:
-    """The real node beside the kwok ones, and one job in project vision-lab that runs a real command
-    there (busybox, built here): its log, exit code and end come from a real container."""
+def _real_node(handle: Any, say: Any) -> Iterator[None]:
+    """The real node beside the kwok ones, and a job that runs a real command there (busybox, built
+    here): its log, exit code and end come from a real container. It is in a project of its own,
+    real-node-lab, so vision-lab's queue never holds it back."""
     from portal.localcluster import realnode_config as rc
     from portal.localcluster.realnode import real_node_with_plugin
     from workloads.models import ImageRule
@@ -151,17 +152,18 @@ def _real_node(handle: Any, project: Project, say: Any) -> Iterator[None]:
 
     with real_node_with_plugin(handle) as node:
         settings.GPUPORTAL_REAL_NODE_PLACEMENT = True
+        project, _ = Project.objects.get_or_create(slug="real-node-lab", defaults={"name": "Real node lab"})
+        Quota.objects.update_or_create(project=project, defaults={"gpus": 4, "mps_slices": 0})
+        researcher = User.objects.get(email=RESEARCHERS[0])
+        Membership.objects.get_or_create(project=project, user=researcher, defaults={"role": Role.MANAGER})
         registry, repository = rc.BUSYBOX_IMAGE.rsplit(":", 1)[0].split("/", 1)
         ImageRule.objects.get_or_create(project=project, registry=registry, repository=repository)
         script = "echo hello from a real container; for i in 1 2 3 4 5 6; do echo step $i; sleep 5; done"
-        data: dict[str, Any] = {
-            "name": "real-hello",
-            "image": rc.BUSYBOX_IMAGE,
-            "command": ["sh", "-c", script],
-        }
-        data |= {"gpus": 1, "cpu_millicores": 100, "memory_mib": 64, "placement": "real-node"}
-        job_submit(actor=User.objects.get(email=RESEARCHERS[0]), project=project, data=data)
-        say(f"real node {node.name} Ready in {node.timings['ready_s']} s; job real-hello runs there")
+        data: dict[str, Any] = {"name": "real-hello", "image": rc.BUSYBOX_IMAGE, "placement": "real-node"}
+        data |= {"command": ["sh", "-c", script], "gpus": 1, "cpu_millicores": 100, "memory_mib": 64}
+        job_submit(actor=researcher, project=project, data=data)
+        ready = node.timings["ready_s"]
+        say(f"real node {node.name} Ready in {ready} s; job real-hello (project real-node-lab) runs there")
         yield
 
 
