@@ -123,9 +123,10 @@ class Sender:
             log.error("portal rejected a batch of %d samples: %s", len(batch), resp.text[:2000])
             return 0.0
         if resp.status_code in (401, 403):
-            # The token file is read again on the next try, so a rotated token heals this by itself.
-            why = f"portal refused the node token ({resp.status_code}: {resp.text[:300]}); check the token"
-            return self._retry(batch, why)
+            # The token file is read again on the next try, so a rotated token heals this by itself;
+            # a 403 may also refuse the batch (more GPUs than the node's capacity) until the node grows.
+            what = "the node token" if resp.status_code == 401 else "the node token or its batch"
+            return self._retry(batch, f"portal refused {what} ({resp.status_code}: {resp.text[:300]})")
         return self._retry(batch, f"portal answered {resp.status_code}")
 
     def _retry(self, batch: list[GpuSample], why: str) -> float:
