@@ -238,7 +238,7 @@ def real_node_with_plugin(cluster: ClusterHandle, gpus: int = 4) -> Iterator[Rea
     scratch = Path(tempfile.mkdtemp(prefix="gp-rn-", dir="/tmp"))
     argv = [sys.executable, "-m", "plugin", "--backend", "sim", "--sim-gpus", str(gpus)]
     argv += ["--plugin-dir", str(DEFAULT_PLUGIN_DIR), "--mps-root", str(scratch / "mps")]
-    argv += ["--pod-resources-socket", str(node.dirs.kubelet_root / "pod-resources" / "kubelet.sock")]
+    argv += ["--pod-resources-socket", str(node.dirs.pod_resources_socket)]
     plugin = subprocess.Popen([*argv, "--log-level", "WARNING"], start_new_session=True)
     try:
         yield node

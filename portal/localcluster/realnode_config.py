@@ -22,6 +22,8 @@ REAL_NODE_TAINT = f"{REAL_NODE_LABEL}=true:NoSchedule"
 # Loaded from local archives (deploy/localcluster/realnode/images.sh), never pulled.
 PAUSE_IMAGE = "gpuportal.local/pause:1"
 BUSYBOX_IMAGE = "gpuportal.local/busybox:1"
+# The same image as an image rule names it (registry, repository): test jobs and the demo's.
+BUSYBOX_SOURCE = ("gpuportal.local", "busybox")
 
 
 @dataclass(frozen=True)
@@ -53,6 +55,10 @@ class NodeDirs:
     @property
     def kubelet_root(self) -> Path:
         return self.root / "kubelet"
+
+    @property
+    def pod_resources_socket(self) -> Path:
+        return self.kubelet_root / "pod-resources" / "kubelet.sock"
 
     @property
     def pki(self) -> Path:

@@ -131,7 +131,7 @@ def node_plugin(real_node: RealNode) -> Iterator[NodePlugin]:
     cfg = PluginConfig(
         plugin_dir=DEFAULT_PLUGIN_DIR,  # fixed by the kubelet, whatever its --root-dir
         config_file=sharing,
-        pod_resources_socket=real_node.dirs.kubelet_root / "pod-resources" / "kubelet.sock",
+        pod_resources_socket=real_node.dirs.pod_resources_socket,
         mps_root=scratch / "mps",
         recovery_s=10.0,
         busy_grace_s=0.0,
@@ -154,7 +154,7 @@ def portal_on_real_node(
     k8s_cluster: ClusterHandle, node_plugin: NodePlugin, world: World
 ) -> Iterator[RealKubeClient]:
     """The portal's client for the run's cluster, real-node placement on, busybox allowed in alpha."""
-    registry, repository = rc.BUSYBOX_IMAGE.rsplit(":", 1)[0].split("/", 1)
+    registry, repository = rc.BUSYBOX_SOURCE
     ImageRule.objects.create(project=world.alpha, registry=registry, repository=repository)
     prefix = f"r{uuid.uuid4().hex[:6]}-"
     settings = {"GPUPORTAL_REAL_NODE_PLACEMENT": True, "GPUPORTAL_JOB_SIMULATION": False}

@@ -156,7 +156,7 @@ def _real_node(handle: Any, say: Any) -> Iterator[None]:
         Quota.objects.update_or_create(project=project, defaults={"gpus": 4, "mps_slices": 0})
         researcher = User.objects.get(email=RESEARCHERS[0])
         Membership.objects.get_or_create(project=project, user=researcher, defaults={"role": Role.MANAGER})
-        registry, repository = rc.BUSYBOX_IMAGE.rsplit(":", 1)[0].split("/", 1)
+        registry, repository = rc.BUSYBOX_SOURCE
         ImageRule.objects.get_or_create(project=project, registry=registry, repository=repository)
         script = "echo hello from a real container; for i in 1 2 3 4 5 6; do echo step $i; sleep 5; done"
         data: dict[str, Any] = {"name": "real-hello", "image": rc.BUSYBOX_IMAGE, "placement": "real-node"}
