@@ -17,6 +17,7 @@ from workloads.admission.cycle import admission_pass
 from workloads.choices import TaskName
 from workloads.k8s.client import get_client
 from workloads.k8s.errors import K8sTransientError
+from workloads.k8s.faults import fault_point
 from workloads.selectors import job_id_of
 from workloads.services import cluster_sync, grants, idle, nodes, notifications, publisher
 from workloads.services.publisher import outbox_dispatch
@@ -44,6 +45,7 @@ RECONCILE_TASK: dict[str, Any] = {
 def reconcile_job(job_id: int) -> None:
     publisher.reconcile_started(job_id)
     cluster_sync.job_reconcile(job_id=job_id, client=get_client())
+    fault_point("before_ack")  # the chaos tests: done, not acknowledged; the message comes again
 
 
 @shared_task(

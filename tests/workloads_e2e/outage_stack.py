@@ -30,9 +30,11 @@ from tests.workloads_e2e.procs import (
     wait_for,
     worker_env,
 )
+from tests.workloads_e2e.sizes import SOAK
 from tests.workloads_e2e.tcpproxy import CuttableProxy
 
-SWEEP_S = 10
+# CI's 20-s outages span three sweeps and one controller lease expiry (15 s); soak keeps 10 s.
+SWEEP_S = 10 if SOAK else 6
 DRILL_SECRET_KEY = "drill-" + "k" * 60  # the tests sign sessions with it to hand to the web process
 
 

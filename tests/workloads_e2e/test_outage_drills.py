@@ -21,9 +21,9 @@ from accounts.choices import TokenScope
 from accounts.services import token_create
 from portal.localcluster import ClusterHandle
 from tests.fixtures.personas import World
-from tests.workloads_e2e.conftest import cluster_jobs
 from tests.workloads_e2e.outage_stack import SWEEP_S, Stack, portal_stack
 from tests.workloads_e2e.procs import wait_for
+from tests.workloads_e2e.r2 import assert_portal_matches_cluster, assert_timelines_whole
 from tests.workloads_e2e.sizes import SOAK
 from workloads.choices import JobState
 from workloads.k8s.client import RealKubeClient
@@ -74,12 +74,10 @@ def _settled(uids: list[str]) -> bool:
     return states == {JobState.SUCCEEDED}
 
 
-def _assert_nothing_lost_or_doubled(kube: RealKubeClient, world: World, uids: list[str]) -> None:
+def _assert_nothing_lost_or_doubled(kube: RealKubeClient, uids: list[str]) -> None:
     assert sorted(str(u) for u in Job.objects.values_list("uid", flat=True)) == sorted(uids), "a row per 201"
-    labelled = [
-        o["metadata"]["labels"]["gpuportal.dev/job-uid"] for o in cluster_jobs(kube, world.alpha.namespace)
-    ]
-    assert sorted(labelled) == sorted(uids), "exactly one Kubernetes Job per portal job"
+    assert_portal_matches_cluster(kube)  # R2: one Job each, no orphans, the same states
+    assert_timelines_whole()
     wrong = JobEvent.objects.filter(to_state__in=[JobState.FAILED, JobState.LOST, JobState.UNKNOWN])
     assert not wrong.exists(), list(wrong.values_list("job__uid", "to_state", "reason"))
     assert not ReconcileOutbox.objects.exists()
@@ -138,7 +136,7 @@ def test_a_postgres_outage_loses_nothing_and_answers_503(
         assert answer.headers["content-type"].startswith("application/json")
         assert "Traceback" not in answer.text
         assert "database" in answer.json()["error"]["message"].lower()
-    _assert_nothing_lost_or_doubled(kube, world, uids)
+    _assert_nothing_lost_or_doubled(kube, uids)
 
 
 def test_an_api_server_outage_loses_nothing_and_fails_nothing(
@@ -151,7 +149,7 @@ def test_an_api_server_outage_loses_nothing_and_fails_nothing(
         _for(APISERVER_DOWN_S, 2, lambda: uids.extend(api.submit_ok(1) if len(uids) < JOBS else []))
         stack.apiserver.up()
         _recover(uids, "API server")
-    _assert_nothing_lost_or_doubled(kube, world, uids)
+    _assert_nothing_lost_or_doubled(kube, uids)
 
 
 def test_a_redis_outage_loses_nothing_and_submissions_go_on(
@@ -168,7 +166,7 @@ def test_a_redis_outage_loses_nothing_and_submissions_go_on(
         stack.redis.start()  # empty: every queued task and result is gone
         uids += during
         _recover(uids, "Redis")
-    _assert_nothing_lost_or_doubled(kube, world, uids)
+    _assert_nothing_lost_or_doubled(kube, uids)
     # The controller's event watch fed the timelines with the cluster's own events.
     reasons = set(JobEvent.objects.filter(kind="k8s").values_list("reason", flat=True))
     assert {"Scheduled", "SuccessfulCreate"} & reasons, reasons

@@ -147,6 +147,7 @@ def _quota_first(r: JobReconciler) -> None:
 
 def _create(r: JobReconciler) -> None:
     _quota_first(r)
+    fault_point("before_create")
     try:
         r.create(r.desired())
     except K8sError as exc:
@@ -192,6 +193,7 @@ def _cancel(r: JobReconciler, *, seen: datetime | None, force: bool = False) -> 
     if force or job.deleted_in_cluster_at is None:
         if job.pod_name and not job.log_captured:
             capture_log(r)
+        fault_point("before_delete")
         r.delete()
         fault_point("after_delete")
         Job.objects.filter(pk=job.pk).update(deleted_in_cluster_at=timezone.now())

@@ -16,6 +16,7 @@ from django.utils import timezone
 
 from accounts.models import User
 from workloads.choices import ALLOWED_TRANSITIONS, TERMINAL_STATES, EventKind, JobState
+from workloads.k8s.faults import fault_point
 from workloads.models import Job, JobEvent
 from workloads.services import broadcast, publisher
 
@@ -77,6 +78,7 @@ def job_transition(
             reason=reason[:120],
             message=reason,
         )
+        fault_point("inside_transition")  # the chaos tests: a kill here must roll back both writes
         _after_commit(job.pk, old, to)
     job.refresh_from_db()
     if job.borrowing and to != JobState.RUNNING:  # admitted, preempted or ended: the quota backstop moves
