@@ -13,7 +13,7 @@ from rest_framework.views import APIView
 
 from gpu import app_settings, metrics, selectors
 from gpu.authentication import IsNodeAgent, NodeAgent, NodeTokenAuthentication, ServiceAccountAuthentication
-from gpu.ingest import ingest_batch, parse_body, refuse_unread
+from gpu.ingest import ingest_batch, refuse_unread
 from gpu.models import Gpu, Node
 
 
@@ -41,7 +41,7 @@ class IngestView(APIView):
             raise refuse_unread("The batch is too large; send at most 5000 samples.")
         agent = request.user
         assert isinstance(agent, NodeAgent)  # noqa: S101 - IsNodeAgent guarantees it
-        result = ingest_batch(node=agent.node, raw=parse_body(body))
+        result = ingest_batch(node=agent.node, raw=body)
         metrics.ingested(node=agent.node.name, accepted=result.accepted, duplicates=result.duplicates,
                          seconds=time.perf_counter() - started)  # fmt: skip
         return Response({"accepted": result.accepted, "duplicates": result.duplicates})

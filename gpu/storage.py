@@ -1,8 +1,9 @@
 """Raw sample storage, chosen by database vendor; both backends offer the same small interface.
 
-Postgres (production): `gpu_sample` is range-partitioned by day. A batch is COPYed (psycopg 3) into
-a session temp table and moved with one `INSERT ... SELECT ... ON CONFLICT DO NOTHING`, so a
-retried batch is harmless and no row-by-row ORM insert is ever made. Retention drops whole
+Postgres (production): `gpu_sample` is range-partitioned by day. A batch is COPYed (psycopg 3)
+straight into it; a retried batch, which meets the (gpu, ts) key, goes through a session temp table
+and one `INSERT ... SELECT ... ON CONFLICT DO NOTHING` instead, so it stores only its new rows. No
+row-by-row ORM insert is ever made. Retention drops whole
 partitions. SQLite (the embedded demo): one plain table, `INSERT OR IGNORE`, retention by DELETE.
 Both are called inside the ingest transaction, so a failed batch leaves nothing behind.
 """
@@ -15,6 +16,7 @@ from datetime import UTC, date, datetime, timedelta
 from typing import Any, Protocol
 
 from django.db import DatabaseError, connection, transaction
+from psycopg.errors import CheckViolation, UniqueViolation
 
 # (gpu_id, ts, util_gpu, util_mem, mem_used_mib, mem_total_mib, temp_c, power_w, sm_clock_mhz,
 #  mem_clock_mhz, ecc_sbe, ecc_dbe, xid, processes_json)
@@ -64,17 +66,33 @@ class PostgresStore:
     def write(self, rows: Sequence[SampleRow]) -> int:
         if not rows:
             return 0
-        self._ensure_days({row[1].date() for row in rows})
-        # savepoint=False: no SAVEPOINT/RELEASE round trips; a failure aborts the caller's transaction,
-        # which is what ingest wants anyway (all or nothing). Round trips are the cost here, not bytes.
+        try:
+            return self._copy_new(rows)
+        except CheckViolation:  # no partition for a day of the batch (a new day, or a late backlog)
+            self._ensure_days({row[1].date() for row in rows})
+            return self._copy_new(rows)
+
+    def _copy_new(self, rows: Sequence[SampleRow]) -> int:
+        try:
+            # The common case, a batch never seen: COPY straight into the table, as fast as Postgres
+            # takes rows. A retried batch meets the (gpu, ts) key and falls back to the merge below;
+            # the savepoint keeps the caller's transaction usable after either refusal.
+            with transaction.atomic(), connection.cursor() as cursor:
+                self._copy(cursor, "gpu_sample", rows)
+            return len(rows)
+        except UniqueViolation:  # raised by psycopg's own copy, not through Django's cursor wrapper
+            self._ensure_days({row[1].date() for row in rows})  # the COPY stopped before seeing them all
+            return self._merge(rows)
+
+    def _merge(self, rows: Sequence[SampleRow]) -> int:
+        """COPY into a session temp table, then one INSERT ... ON CONFLICT DO NOTHING: the new rows only."""
+        # savepoint=False: a failure aborts the caller's transaction, which is what ingest wants anyway.
         with transaction.atomic(savepoint=False), connection.cursor() as cursor:
             cursor.execute(
                 "CREATE TEMP TABLE IF NOT EXISTS gpu_sample_in (LIKE gpu_sample) ON COMMIT DELETE ROWS; "
                 "DELETE FROM gpu_sample_in"
             )
-            with cursor.cursor.copy(f"COPY gpu_sample_in ({_COLS}) FROM STDIN") as copy:
-                for row in rows:
-                    copy.write_row(row)
+            self._copy(cursor, "gpu_sample_in", rows)
             cursor.execute(
                 f"INSERT INTO gpu_sample ({_COLS}) SELECT {_COLS} FROM gpu_sample_in "  # noqa: S608
                 "ON CONFLICT DO NOTHING"
@@ -82,9 +100,15 @@ class PostgresStore:
             accepted: int = cursor.rowcount
         return accepted
 
+    @staticmethod
+    def _copy(cursor: Any, table: str, rows: Sequence[SampleRow]) -> None:
+        with cursor.cursor.copy(f"COPY {table} ({_COLS}) FROM STDIN") as copy:
+            for row in rows:
+                copy.write_row(row)
+
     def _ensure_days(self, days: set[date]) -> None:
-        # One catalogue lookup per batch, no process-local cache: a cache would lie after a rollback
-        # or after another process dropped a partition.
+        # Only after a COPY found no partition; no process-local cache: a cache would lie after a
+        # rollback or after another process dropped a partition.
         names = {partition_name(day): day for day in days}
         with connection.cursor() as cursor:
             cursor.execute("SELECT relname FROM pg_class WHERE relname = ANY(%s)", [list(names)])

@@ -45,6 +45,20 @@ def test_a_batch_for_a_day_without_partition_creates_it() -> None:
     assert partition_name(future.date()) in store().partitions()
 
 
+def test_a_retried_batch_reaching_into_a_new_day_stores_only_its_new_rows() -> None:
+    """The COPY meets a stored row before the row of a day without partition (Postgres routes each
+    row at once but inserts them in buffers of 1,000, so the stored rows must fill one): the merge
+    makes the partition and keeps the new rows."""
+    (gpu,) = make_gpus(make_node(), 1)
+    first = datetime.now(UTC) + timedelta(days=12)
+    stored = [row(gpu.pk, first + timedelta(seconds=i)) for i in range(1100)]
+    assert store().write(stored) == 1100
+    later = first + timedelta(days=1)
+    assert store().write([*stored, row(gpu.pk, later)]) == 1
+    assert partition_name(later.date()) in store().partitions()
+    assert GpuSample.objects.filter(gpu_id=gpu.pk).count() == 1101
+
+
 def test_minute_and_hour_rollups_are_upserted_idempotently() -> None:
     (gpu,) = make_gpus(make_node(), 1)
     now = datetime.now(UTC).replace(second=0, microsecond=0)
