@@ -8,7 +8,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 export PATH := $(CURDIR)/$(BIN):$(PATH)
 
-.PHONY: demo test venv system-deps frontend services-up services-down lint typecheck layers pytest bench \
+.PHONY: demo test venv system-deps frontend services-up services-down lint typecheck layers pytest bench bench-report \
         cluster-build cluster-up cluster-down proto gpu-check gpu-check-real lock images oidc-provider soak pytest-realnode realnode-images
 
 include plugin/plugin.mk
@@ -99,3 +99,21 @@ demo: venv proto frontend cluster-build $(if $(REAL_NODE),realnode-images)
 
 bench: venv proto cluster-build
 	$(BIN)/python -m bench --profile ci
+
+# Cost against size (bench/report.py): the full profile at three sizes (hours) and the ci profile, each
+# saved in docs/benchmarks/ after a header line (date, machine, commit), then README.md and a PNG chart
+# per multi-size benchmark drawn from them. RESULTS="<saved .jsonl files>" skips the runs, only redraws.
+# A run writes to .partial first, so one that fails hours in keeps the last good results (and its own).
+BENCH_DOCS := docs/benchmarks
+bench-report: venv $(if $(RESULTS),,proto cluster-build)
+	if [ -z "$(RESULTS)" ]; then
+	  mkdir -p $(BENCH_DOCS)
+	  { $(BIN)/python -m bench.report --header; $(BIN)/python -m bench --profile full --sizes; } \
+	    > $(BENCH_DOCS)/results-full.jsonl.partial
+	  mv $(BENCH_DOCS)/results-full.jsonl.partial $(BENCH_DOCS)/results-full.jsonl
+	  { $(BIN)/python -m bench.report --header; $(BIN)/python -m bench --profile ci; } \
+	    > $(BENCH_DOCS)/results-ci.jsonl.partial
+	  mv $(BENCH_DOCS)/results-ci.jsonl.partial $(BENCH_DOCS)/results-ci.jsonl
+	fi
+	$(BIN)/python -m bench.report --out $(BENCH_DOCS) \
+	  $(or $(RESULTS),$(BENCH_DOCS)/results-full.jsonl $(BENCH_DOCS)/results-ci.jsonl)

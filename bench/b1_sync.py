@@ -6,6 +6,11 @@ garbage collector frozen around the decode. References, in the same run on the s
 `kubectl get pods -A -o json` (+ nodes), and the official client's plain typed list.
 Metrics: wall (goal <= 1.2x kubectl), CPU (goal: >= 8x less than the official client), peak
 Python heap during our sync vs the response body (goal <= 6x).
+
+`run_sizes` (`python -m bench B1 --sizes`) measures at three sizes on one cluster grown between steps
+(STEPS: 100 / 300 / 1,000 nodes full, 10 / 30 / 100 ci), pods and namespaces growing with the nodes
+at the full profile's density. With $GPUPORTAL_BENCH_KUBECONFIG the reused cluster must not hold more
+nodes than the first step, or the small steps are larger than their labels say.
 """
 
 from __future__ import annotations
@@ -26,6 +31,8 @@ from bench.common import Profile, Result, log
 from portal.localcluster import ClusterHandle, KubeApi, bin_dir, create_gpu_nodes, start_cluster, stop_cluster
 
 SIZES = {"ci": (100, 2000, 20), "full": (1000, 20000, 200)}  # nodes, pods, namespaces
+STEPS: dict[Profile, tuple[int, ...]] = {"ci": (10, 30, 100), "full": (100, 300, 1000)}  # nodes
+PODS_PER_NODE, NODES_PER_NAMESPACE = 20, 5  # the full profile's density, kept at every step
 BACKEND = "local kwok cluster (real kube-apiserver 1.36)"
 
 
@@ -159,44 +166,61 @@ def peak_heap(kubeconfig: Path) -> tuple[float, int]:
 
 def run(profile: Profile) -> Iterable[Result]:
     nodes, pods, namespaces = SIZES[profile]
-    runs = 3 if profile == "ci" else 2
     with bench_cluster(os.environ.get("GPUPORTAL_BENCH_CLUSTER", "gpuportal-bench"), nodes) as handle:
         api = KubeApi(handle.kubeconfig)
-        t0 = time.monotonic()
-        create_pods(api, pods, namespaces)
-        log(f"created {pods} pods in {namespaces} namespaces in {time.monotonic() - t0:.1f} s")
-        items, body = ours(handle.kubeconfig)
-        log(f"sync sees {items} objects, {body / 1e6:.1f} MB of JSON")
-        ours_wall, ours_cpu = measure(ours, handle.kubeconfig, runs)
-        kubectl_wall, kubectl_cpu = measure(kubectl, handle.kubeconfig, runs)
-        official_wall, official_cpu = measure(official, handle.kubeconfig, runs)
-        peak, body = peak_heap(handle.kubeconfig)
-        for ns in sorted({f"b-ns-{i % namespaces}" for i in range(pods)}):
-            api.delete(f"/api/v1/namespaces/{ns}")
+        created = _create(api, pods, namespaces, "b")
+        results = measure_all(profile, handle.kubeconfig, "")
+        _delete_namespaces(api, created)
+    yield from results
+
+
+def run_sizes(profile: Profile) -> Iterable[Result]:
+    """One cluster grown step by step (starting a fresh one per step would cost minutes each)."""
+    steps = STEPS[profile]
+    with bench_cluster(os.environ.get("GPUPORTAL_BENCH_CLUSTER", "gpuportal-bench"), steps[0]) as handle:
+        api = KubeApi(handle.kubeconfig)
+        created: list[tuple[str, str]] = []
+        for step, (before, nodes) in enumerate(zip((0, *steps), steps, strict=False)):
+            if step:  # the cluster starts with the first step's nodes
+                create_gpu_nodes(handle.kubeconfig, nodes - before, start=before, timeout=600)
+            added = nodes - before
+            created += _create(api, added * PODS_PER_NODE, max(1, added // NODES_PER_NAMESPACE), f"b{step}")
+            # Yielded as each step ends: a full run takes hours, and a crash should keep what was measured.
+            yield from measure_all(profile, handle.kubeconfig, f"nodes={nodes}")
+        _delete_namespaces(api, created)
+
+
+def _create(api: KubeApi, pods: int, namespaces: int, prefix: str) -> list[tuple[str, str]]:
+    t0 = time.monotonic()
+    created = create_pods(api, pods, namespaces, prefix)
+    log(f"created {pods} pods in {namespaces} namespaces in {time.monotonic() - t0:.1f} s")
+    return created
+
+
+def _delete_namespaces(api: KubeApi, created: list[tuple[str, str]]) -> None:
+    for ns in sorted({ns for ns, _ in created}):
+        api.delete(f"/api/v1/namespaces/{ns}")
+
+
+def measure_all(profile: Profile, kubeconfig: Path, size: str) -> list[Result]:
+    """Ours and both references on the cluster as it is now; `size` labels the lines."""
+    runs = 3 if profile == "ci" else 2
+    items, body = ours(kubeconfig)
+    log(f"sync sees {items} objects, {body / 1e6:.1f} MB of JSON")
+    ours_wall, ours_cpu = measure(ours, kubeconfig, runs)
+    kubectl_wall, kubectl_cpu = measure(kubectl, kubeconfig, runs)
+    official_wall, official_cpu = measure(official, kubeconfig, runs)
+    peak, body = peak_heap(kubeconfig)
     log(
         f"wall ours {ours_wall:.3f} kubectl {kubectl_wall:.3f} official {official_wall:.3f}; "
         f"cpu ours {ours_cpu:.3f} kubectl {kubectl_cpu:.3f} official {official_cpu:.3f}"
     )
-    yield Result(
-        "B1",
-        profile,
-        BACKEND,
-        "wall_s_vs_kubectl",
-        ours_wall,
-        kubectl_wall,
-        "<= 1.2x",
-        ours_wall <= 1.2 * kubectl_wall,
-    )
-    yield Result(
-        "B1",
-        profile,
-        BACKEND,
-        "cpu_s_vs_official_client",
-        ours_cpu,
-        official_cpu,
-        "<= 0.125x",
-        ours_cpu * 8 <= official_cpu,
-    )
-    yield Result(
-        "B1", profile, BACKEND, "peak_heap_bytes_vs_body", peak, float(body), "<= 6x", peak <= 6 * body
-    )
+
+    def res(metric: str, a: float, b: float, goal: str, ok: bool) -> Result:
+        return Result("B1", profile, BACKEND, metric, a, b, goal, ok, size)
+
+    return [
+        res("wall_s_vs_kubectl", ours_wall, kubectl_wall, "<= 1.2x", ours_wall <= 1.2 * kubectl_wall),
+        res("cpu_s_vs_official_client", ours_cpu, official_cpu, "<= 0.125x", ours_cpu * 8 <= official_cpu),
+        res("peak_heap_bytes_vs_body", peak, float(body), "<= 6x", peak <= 6 * body),
+    ]

@@ -12,6 +12,9 @@ backend "sim": both runs are the discrete-event replay in workloads/queue/replay
 policy. "ours" decides on a 50 ms grid offset from the arrivals (the controller batches watch
 events), "reference" decides at every event instant with no delay (the ideal). Decision-loop
 speed times `plan_cycle` itself.
+
+`run_sizes` (`python -m bench B3 --sizes`) replays the trace cut to three sizes, every per-queue count
+divided by each of STEPS[profile]: 1,500 / 4,950 / 15,000 workloads (full), 300 / 600 / 1,500 (ci).
 """
 
 from __future__ import annotations
@@ -32,10 +35,14 @@ CLASSES = {  # name: (count per queue, interval s, gpus, runtime s, priority)
 COHORTS, QUEUES, QUOTA = 5, 6, 20
 CYCLE_S = 0.05
 KUEUE_WALL_S, KUEUE_USAGE = 351.0, 58.7
+# Divisors of Kueue's per-queue counts: the profile's one size, and run_sizes' three steps (a tenth,
+# about a third, all: sizes spread over a decade so a cost that is not linear shows).
+SCALE: dict[Profile, int] = {"ci": 10, "full": 1}
+STEPS: dict[Profile, tuple[int, ...]] = {"ci": (50, 25, 10), "full": (10, 3, 1)}
 
 
-def trace(profile: Profile) -> tuple[list[TraceJob], dict[int, str]]:
-    scale = 1 if profile == "full" else 10
+def trace(profile: Profile, scale: int | None = None) -> tuple[list[TraceJob], dict[int, str]]:
+    scale = scale or SCALE[profile]
     jobs, klass, jid = [], {}, 0
     for c in range(COHORTS):
         for q in range(QUEUES):
@@ -60,10 +67,12 @@ def cluster() -> tuple[list[NodeState], dict[str, ProjectQuota]]:
     return nodes, quotas
 
 
-def replay(profile: Profile, cycle_s: float | None, *, keep_queue: bool = True) -> ReplayResult:
+def replay(
+    profile: Profile, cycle_s: float | None, *, keep_queue: bool = True, scale: int | None = None
+) -> ReplayResult:
     """The grid is offset by half a cycle from the trace's 100 ms arrival grid, so every event waits
     for the controller (25 ms on average here)."""
-    jobs, _ = trace(profile)
+    jobs, _ = trace(profile, scale)
     nodes, quotas = cluster()
     settings = Settings(preemption_notice_s=0, half_life_hours=1.0)
     return Replay(jobs, nodes, quotas, settings, cycle_s=cycle_s, history=False,
@@ -75,17 +84,28 @@ def _usage(r: ReplayResult) -> float:
 
 
 def run(profile: Profile) -> Iterator[Result]:
-    _, klass = trace(profile)
-    ideal = replay(profile, None)
+    yield from measure(profile, SCALE[profile], sized=False)
+
+
+def run_sizes(profile: Profile) -> Iterator[Result]:
+    for scale in STEPS[profile]:
+        yield from measure(profile, scale, sized=True)
+
+
+def measure(profile: Profile, scale: int, *, sized: bool) -> Iterator[Result]:
+    """Every metric at one size; `sized` labels the lines with it (a run_sizes step)."""
+    _, klass = trace(profile, scale)
+    size = f"workloads={len(klass)}" if sized else ""
+    ideal = replay(profile, None, scale=scale)
     log(
-        f"B3 ideal: makespan {ideal.makespan_s(T0):.2f} s, {ideal.cycles} cycles, "
+        f"B3 {size or profile} ideal: makespan {ideal.makespan_s(T0):.2f} s, {ideal.cycles} cycles, "
         f"{ideal.preemptions} preempted"
     )
-    ours = replay(profile, CYCLE_S)
+    ours = replay(profile, CYCLE_S, scale=scale)
     log(f"B3 ours: makespan {ours.makespan_s(T0):.2f} s, {ours.cycles} cycles, {ours.preemptions} preempted")
 
     def res(metric: str, a: float, b: float, goal: str, ok: bool) -> Result:
-        return Result("B3", profile, "sim", metric, a, b, goal, ok)
+        return Result("B3", profile, "sim", metric, a, b, goal, ok, size)
 
     ratio = ours.makespan_s(T0) / ideal.makespan_s(T0)
     yield res("makespan_s", ours.makespan_s(T0), ideal.makespan_s(T0), "<= 1.05x ideal", ratio <= 1.05)

@@ -23,6 +23,9 @@ class Result:
     reference: float
     goal: str
     passed: bool
+    # Which step of a multi-size run ("nodes=300", "workloads=5000"); "" for a run at the profile's one
+    # size. Last and defaulted so every existing positional Result(...) call stays valid.
+    size: str = ""
 
     @property
     def ratio(self) -> float:
