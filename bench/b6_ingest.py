@@ -27,6 +27,7 @@ import orjson
 from bench.common import Profile, Result, log
 
 SIZES = {"ci": (100, 4, 60), "full": (1000, 4, 60)}  # nodes, GPUs per node, seconds of samples
+STEPS = {"ci": (10, 30, 100), "full": (100, 300, 1000)}  # nodes per step of `--sizes` (cost against size)
 DAY_ROWS_PER_GPU = {"ci": 1000, "full": 3000}  # rows per GPU in the retention day (400k / 12M rows)
 
 
@@ -225,10 +226,10 @@ def _retention(day: datetime, per_gpu: int) -> tuple[float, float, int]:
     return drop_s, delete_s, len(rows)
 
 
-def _measure(profile: Profile) -> dict[str, float]:
+def _measure(profile: Profile, nodes: int) -> dict[str, float]:
     from gpu.storage import store
 
-    nodes, gpus, seconds = SIZES[profile]
+    _, gpus, seconds = SIZES[profile]
     tokens = _fleet(nodes, gpus)
     start = datetime.now(UTC).replace(hour=0, minute=5, second=0, microsecond=0)  # inside one day
     store().ensure_partitions(start=start.date(), days=1)
@@ -242,6 +243,7 @@ def _measure(profile: Profile) -> dict[str, float]:
     copy_s = _time_copy(rows)
     _truncate()
     bulk_s = _time_bulk_create(rows)
+    # The retention day scales with the fleet: every GPU's samples of one day.
     drop_s, delete_s, day_rows = _retention(start.replace(minute=0), DAY_ROWS_PER_GPU[profile])
     log(f"B6: retention on a day partition of {day_rows} rows")
     return {"ours": n / ours_s, "copy": n / copy_s, "bulk": n / bulk_s, "drop_ms": drop_s * 1000,
@@ -249,13 +251,23 @@ def _measure(profile: Profile) -> dict[str, float]:
 
 
 def run(profile: Profile) -> Iterator[Result]:
+    yield from _results(profile, SIZES[profile][0], size="")
+
+
+def run_sizes(profile: Profile) -> Iterator[Result]:
+    """Cost against size: the fleet at three sizes, each in a fresh database."""
+    for nodes in STEPS[profile]:
+        yield from _results(profile, nodes, size=f"gpus={nodes * SIZES[profile][1]}")
+
+
+def _results(profile: Profile, nodes: int, *, size: str) -> Iterator[Result]:
     with bench_database("b6"):
-        m = _measure(profile)
+        m = _measure(profile, nodes)
     backend = "postgres (local, fsync off)"
     yield Result("B6", profile, backend, "ingest_rows_per_s_vs_copy", m["ours"], m["copy"], ">= 0.5x COPY",
-                 m["ours"] >= 0.5 * m["copy"])  # fmt: skip
+                 m["ours"] >= 0.5 * m["copy"], size)  # fmt: skip
     yield Result("B6", profile, backend, "ingest_rows_per_s_vs_bulk_create", m["ours"], m["bulk"],
-                 ">= 10x bulk_create", m["ours"] >= 10 * m["bulk"])  # fmt: skip
+                 ">= 10x bulk_create", m["ours"] >= 10 * m["bulk"], size)  # fmt: skip
     yield Result("B6", profile, backend, "drop_day_ms_vs_delete_ms", m["drop_ms"], m["delete_ms"],
                  "<= 100 ms and >= 20x faster than DELETE",
-                 m["drop_ms"] <= 100 and m["drop_ms"] * 20 <= m["delete_ms"])  # fmt: skip
+                 m["drop_ms"] <= 100 and m["drop_ms"] * 20 <= m["delete_ms"], size)  # fmt: skip
