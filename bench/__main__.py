@@ -23,6 +23,7 @@ REGISTRY: dict[str, str] = {
     "B1": "bench.b1_sync",
     "B2": "bench.b2_watch",
     "B3": "bench.b3_admission",
+    "B4": "bench.b4_submit",
     "B5": "bench.b5_agent",
     "B6": "bench.b6_ingest",
     "B7": "bench.b7_push",

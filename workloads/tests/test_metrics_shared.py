@@ -120,7 +120,7 @@ def test_two_workers_figures_are_scraped_exactly_from_any_process() -> None:
     counters.clear()
     statuses = _run_workers(_plans())
     assert statuses == [[200, 200, 400], [200, 403]]
-    # gpu_sample is unmanaged, so a flush between tests leaves earlier tests' rows: count this test's GPUs only
+    # gpu_sample is unmanaged: a flush between tests leaves earlier tests' rows, so count this test's GPUs
     assert GpuSample.objects.filter(gpu_id__in=Gpu.objects.values("pk")).count() == 33
     response = Client().get("/metrics", HTTP_AUTHORIZATION=f"Bearer {TOKEN}")
     assert response.status_code == 200
