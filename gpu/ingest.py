@@ -1,8 +1,9 @@
 """Telemetry ingest: validate a node agent's batch, store it, mark events, push the newest frames.
 
 The wire shape is plugin/contract.py (docs/telemetry-contract.md); the portal never imports plugin/,
-so the shape is checked here field by field. Validation is all-or-nothing: one bad sample refuses
-the whole batch with a field message naming it (`samples[3].util_gpu`), and nothing is written.
+so the shape is written out again in gpu/wire.py and checked there by msgspec in one pass. Validation
+is all-or-nothing: the first bad field refuses the whole batch with a message naming it
+(`samples[3].util_gpu`), and nothing is written.
 Writes are idempotent by (GPU, ts): a retried batch stores nothing twice and counts duplicates.
 """
 
@@ -61,8 +62,8 @@ def _out_of_window(samples: list[WireSample], *, now: datetime) -> ValidationErr
 def parse_batch(raw: bytes | Any, *, now: datetime) -> tuple[str, list[Sample]]:
     """The node name and its valid samples, from the request body (or a parsed object); raises
     ValidationError naming the first bad field (`samples[3].util_gpu`), wire.NotJson for a body that
-    is not JSON. The shape and the bounds are
-    checked by msgspec in C (gpu/wire.py): no Python loop per field."""
+    is not JSON. The shape and the bounds are checked by msgspec in C (gpu/wire.py): no Python loop
+    per field."""
     try:
         batch = wire.read(raw)
     except wire.WireError as exc:

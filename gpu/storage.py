@@ -3,8 +3,8 @@
 Postgres (production): `gpu_sample` is range-partitioned by day. A batch is COPYed (psycopg 3)
 straight into it; a retried batch, which meets the (gpu, ts) key, goes through a session temp table
 and one `INSERT ... SELECT ... ON CONFLICT DO NOTHING` instead, so it stores only its new rows. No
-row-by-row ORM insert is ever made. Retention drops whole
-partitions. SQLite (the embedded demo): one plain table, `INSERT OR IGNORE`, retention by DELETE.
+row-by-row ORM insert is ever made. Retention drops whole partitions. SQLite (the embedded demo):
+one plain table, `INSERT OR IGNORE`, retention by DELETE.
 Both are called inside the ingest transaction, so a failed batch leaves nothing behind.
 """
 
