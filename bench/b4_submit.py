@@ -30,10 +30,8 @@ import http.client
 import os
 import sys
 import tempfile
-import threading
 import time
-from collections import Counter
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -43,15 +41,14 @@ from typing import Any, Protocol
 import orjson
 import redis
 
-from bench.b1_sync import bare_pod, bench_cluster, portal_client
-from bench.b7_push import _free_port, _wait_port
-from bench.b9_api import _server_env, _start_portal
+from bench import cpu as cpu_use
+from bench.b1_sync import bare_pod, bench_cluster
+from bench.b4_watch import PodWatch, capacity_of, pod_watch
 from bench.common import Profile, Result, log, percentile
+from bench.procs import free_port, server_env, spawn, start_uvicorn, wait_port
 from plugin.names import GPU_RESOURCE
 from portal.localcluster import KubeApi
-from tests.workloads_e2e.outage_stack import _spawn
 from tests.workloads_e2e.procs import PrivateRedis, start_worker, stop_process, wait_for
-from workloads.k8s.labels import UID_LABEL
 
 Obj = dict[str, Any]
 
@@ -74,96 +71,6 @@ HOLD_S = 1800  # a simulated run longer than any wave: each job holds its GPU un
 WORKER_CONCURRENCY = 4  # the chart's worker.concurrency
 QUEUES = ("celery", "reconcile", "notify")  # the worker's queues (tests/workloads_e2e/procs.start_worker)
 DIRECT_NS = "b4-direct"
-TERMINAL = ("Succeeded", "Failed")
-
-
-class PodWatch:
-    """Every pod of the cluster as one watch sees it: when each bench key was first Running, which
-    keys still have a pod, and the largest GPU excess over a node's capacity seen at any event."""
-
-    def __init__(self, capacity: dict[str, int]) -> None:
-        self.capacity = capacity
-        self.running: dict[str, float] = {}
-        self.excess = 0
-        self._existing: dict[tuple[str, str], str] = {}  # pod -> bench key
-        self._holding: dict[tuple[str, str], tuple[str, int]] = {}  # bound live pod -> (node, gpus)
-        self._used: Counter[str] = Counter()
-        self._lock = threading.Lock()
-
-    def on_event(self, kind: str, pod: Obj) -> None:
-        now = time.time()
-        with self._lock:
-            self._apply(kind, pod, now)
-
-    def on_relist(self, pods: list[Obj]) -> None:
-        """A relist replaces what the stream said (DELETED events may have been missed)."""
-        now = time.time()
-        with self._lock:
-            self._existing, self._holding, self._used = {}, {}, Counter()
-            for pod in pods:
-                self._apply("ADDED", pod, now)
-
-    def _apply(self, kind: str, pod: Obj, now: float) -> None:
-        meta, spec = pod.get("metadata") or {}, pod.get("spec") or {}
-        ident = (str(meta.get("namespace", "")), str(meta.get("name", "")))
-        held = self._holding.pop(ident, None)
-        if held:
-            self._used[held[0]] -= held[1]
-        if kind == "DELETED":
-            self._existing.pop(ident, None)
-            return
-        key = str((meta.get("labels") or {}).get(UID_LABEL) or "/".join(ident))
-        self._existing[ident] = key
-        phase = (pod.get("status") or {}).get("phase")
-        if phase == "Running":
-            self.running.setdefault(key, now)
-        node = str(spec.get("nodeName") or "")
-        if node and phase not in TERMINAL:
-            self._hold(ident, node, _gpus(spec))
-
-    def _hold(self, ident: tuple[str, str], node: str, gpus: int) -> None:
-        self._holding[ident] = (node, gpus)
-        self._used[node] += gpus
-        self.excess = max(self.excess, self._used[node] - self.capacity.get(node, 0))
-
-    def all_running(self, keys: Iterable[str]) -> bool:
-        return all(key in self.running for key in keys)
-
-    def any_alive(self, keys: set[str]) -> bool:
-        with self._lock:
-            return not keys.isdisjoint(self._existing.values())
-
-
-def _gpus(spec: Obj) -> int:
-    containers = spec.get("containers") or []
-    return sum(
-        int(str(((c.get("resources") or {}).get("requests") or {}).get(GPU_RESOURCE, 0))) for c in containers
-    )
-
-
-def _capacity(api: KubeApi) -> dict[str, int]:
-    nodes = api.get("/api/v1/nodes")["items"]
-    return {n["metadata"]["name"]: int(n["status"]["capacity"].get(GPU_RESOURCE, 0)) for n in nodes}
-
-
-@contextmanager
-def pod_watch(kubeconfig: Path, capacity: dict[str, int]) -> Iterator[PodWatch]:
-    """The portal's own list+watch machinery (raw JSON, resume, relist on 410) over all pods."""
-    from workloads.k8s.watch import Watcher, WatchSpec
-
-    watch = PodWatch(capacity)
-    spec = WatchSpec("pods", "/api/v1/pods", None, watch.on_event, watch.on_relist)
-    # Streams of 5 s (each resumed from its resourceVersion) let the thread end soon after the stop.
-    watcher = Watcher(client=portal_client(kubeconfig), spec=spec, watch_timeout_s=5, relist_interval_s=86400)
-    stop = threading.Event()
-    thread = threading.Thread(target=watcher.run, args=(stop,), daemon=True, name="b4-watch")
-    thread.start()
-    try:
-        wait_for(lambda: watcher.stats.relists > 0, 60, "the pod watch's first list", every=0.1)
-        yield watch
-    finally:
-        stop.set()
-        thread.join(timeout=15)
 
 
 class Side(Protocol):
@@ -281,6 +188,7 @@ class Outcome:
     latencies: list[float] = field(default_factory=list)  # seconds, 201 -> pod Running
     span: float = 0.0  # the waves' first POST -> last Running, summed
     excess: int = 0  # GPUs over a node's capacity at the worst instant
+    cpu: dict[str, float] = field(default_factory=dict)  # CPU seconds per kind of process, timed part
 
     @property
     def rate(self) -> float:
@@ -288,10 +196,11 @@ class Outcome:
 
 
 def _wave(
-    side: Side, watch: PodWatch, pool: ThreadPoolExecutor, clients: int, indices: range
+    side: Side, watch: PodWatch, pool: ThreadPoolExecutor, clients: int, indices: range, cpu: dict[str, float]
 ) -> tuple[dict[str, float], float]:
     """Submit `indices` over the clients (each back to back), wait until all run, end them, wait
-    until their pods are gone; returns the 201 times by key and when the first POST went out."""
+    until their pods are gone; returns the 201 times by key and when the first POST went out, and
+    adds the CPU seconds each kind of process spent until all ran to `cpu`."""
     answered: dict[str, float] = {}
     made: list[list[str]] = [[] for _ in range(clients)]
 
@@ -302,9 +211,10 @@ def _wave(
             made[c].append(key)
 
     timeout = 600 + len(indices)
-    start = time.time()
+    before, start = cpu_use.snapshot(), time.time()
     list(pool.map(client, range(clients)))
     wait_for(lambda: watch.all_running(answered), timeout, f"{len(indices)} pods Running", every=0.1)
+    cpu_use.spent(before, cpu_use.snapshot(), cpu)
     list(pool.map(lambda c: side.end(c, made[c]), range(clients)))
     wait_for(lambda: not watch.any_alive(set(answered)), timeout, "the wave's pods gone", every=0.2)
     side.settle()
@@ -313,14 +223,14 @@ def _wave(
 
 def drive(side: Side, watch: PodWatch, size: Size, gpus: int, name: str) -> Outcome:
     """A warm-up wave, then waves of at most `gpus` jobs until `size.jobs` have run."""
-    out, done = Outcome(), 0
+    out, done, warmup = Outcome(), 0, dict[str, float]()
     watch.excess = 0
     with ThreadPoolExecutor(size.clients, thread_name_prefix=f"b4-{name}") as pool:
-        _wave(side, watch, pool, size.clients, range(min(size.clients, gpus)))
+        _wave(side, watch, pool, size.clients, range(min(size.clients, gpus)), warmup)
         while done < size.jobs:
             count = min(gpus, size.jobs - done)
             first = size.clients + done
-            answered, start = _wave(side, watch, pool, size.clients, range(first, first + count))
+            answered, start = _wave(side, watch, pool, size.clients, range(first, first + count), out.cpu)
             span = max(watch.running[k] for k in answered) - start
             latencies = [watch.running[k] - at for k, at in answered.items()]
             p99 = _ms(latencies, 99)
@@ -330,6 +240,7 @@ def drive(side: Side, watch: PodWatch, size: Size, gpus: int, name: str) -> Outc
             out.span += span
             done += count
     out.excess = watch.excess
+    log(f"B4 {name}: CPU while the waves ran (what bounds the rate): {cpu_use.describe(out.cpu, out.span)}")
     return out
 
 
@@ -369,21 +280,21 @@ def portal_stack(db_url: str, kubeconfig: Path) -> Iterator[tuple[int, int]]:
     broker.start()
     # Mail goes nowhere: production's SMTP default has no server here, and each job's notice would
     # fail and retry for minutes (autoretry), work a real site with a mail server does not do.
-    env = {**_server_env(db_url), "DJANGO_SETTINGS_MODULE": "portal.settings", "REDIS_URL": broker.url,
+    env = {**server_env(db_url), "DJANGO_SETTINGS_MODULE": "portal.settings", "REDIS_URL": broker.url,
            "GPUPORTAL_KUBECONFIG": str(kubeconfig), "GPUPORTAL_JOB_SIMULATION": "1", "PYTHONUNBUFFERED": "1",
            "EMAIL_BACKEND": "django.core.mail.backends.dummy.EmailBackend"}  # fmt: skip
     celery = str(Path(sys.executable).parent / "celery")
     beat = [celery, "-A", "portal", "beat", "-s", str(workdir / "beat.db"), "-l", "warning"]
-    port = _free_port()
+    port = free_port()
     procs = [
-        _start_portal(port, env),
+        start_uvicorn(port, env),
         start_worker(env, workdir / "worker.log", "b4", concurrency=WORKER_CONCURRENCY),
-        _spawn(beat, env, workdir / "beat.log"),
-        _spawn([sys.executable, "manage.py", "controller"], env, workdir / "controller.log"),
+        spawn(beat, env, workdir / "beat.log"),
+        spawn([sys.executable, "manage.py", "controller"], env, workdir / "controller.log"),
     ]
     log(f"B4: portal stack on port {port}, logs in {workdir}")
     try:
-        _wait_port(port)
+        wait_port(port)
         yield port, broker.port
     finally:
         for proc in procs:
@@ -434,7 +345,7 @@ def measure(size: Size, profile: Profile = "ci", label: str = "") -> list[Result
     name = os.environ.get("GPUPORTAL_BENCH_CLUSTER", "gpuportal-bench")
     with bench_cluster(name, size.nodes) as handle, bench_database("b4") as db_url:
         api = KubeApi(handle.kubeconfig)
-        capacity = _capacity(api)
+        capacity = capacity_of(api)
         gpus = sum(capacity.values())
         slug, secrets = _seed(size, gpus)
         with pod_watch(handle.kubeconfig, capacity) as watch:

@@ -25,6 +25,7 @@ from pathlib import Path
 from typing import Any
 
 from bench.common import Profile, Result, log, percentile
+from bench.procs import free_port, wait_port
 
 ROOT = Path(__file__).resolve().parent.parent
 PROFILES = {"ci": (200, 50, 10.0), "full": (1000, 1000, 15.0)}  # clients, nodes, seconds measured
@@ -125,26 +126,6 @@ def _start(server: str, app: str, port: int, env: dict[str, str]) -> subprocess.
         return subprocess.Popen(argv, cwd=ROOT, env=env, stdout=out, stderr=subprocess.STDOUT)
 
 
-def _wait_port(port: int, timeout: float = 60.0) -> None:
-    import socket
-
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        with socket.socket() as sock:
-            if sock.connect_ex(("127.0.0.1", port)) == 0:
-                return
-        time.sleep(0.2)
-    raise RuntimeError(f"server on {port} did not start")
-
-
-def _free_port() -> int:
-    import socket
-
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
-
-
 # --- clients and publisher ----------------------------------------------------------------------
 async def _client(
     url: str, cookie: str, ages: list[float], stop: asyncio.Event, ready: list[int], measure_from: list[float]
@@ -220,11 +201,11 @@ async def _measure(
 
 def _run_one(server: str, layer: str | None, env: dict[str, str], cookie: str, nodes: list[str],
              clients: int, seconds: float) -> list[float]:  # fmt: skip
-    port = _free_port()
+    port = free_port()
     app = "portal.asgi:application" if layer else "bench.b7_push:raw_app"
     proc = _start(server, app, port, env)
     try:
-        _wait_port(port)
+        wait_port(port)
         return asyncio.run(
             _measure(f"ws://127.0.0.1:{port}", cookie, nodes, clients, seconds, publish=bool(layer))
         )

@@ -17,8 +17,6 @@ import http.client
 import os
 import random
 import subprocess
-import sys
-import tempfile
 import threading
 import time
 from collections.abc import Callable, Iterator
@@ -26,9 +24,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from bench.b1_sync import bare_pod, bench_cluster
-from bench.b7_push import _free_port, _wait_port
 from bench.b9_seed import Seat, seed
 from bench.common import Profile, Result, log, percentile
+from bench.procs import free_port, server_env, start_uvicorn, wait_port
 from portal.localcluster import KubeApi, bin_dir
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -64,20 +62,6 @@ PROFILES = {
 PODS_PER_NS = 100
 SEQUENTIAL = {"ci": 15, "full": 30}  # one-at-a-time calls per kind (ours and kubectl)
 Call = Callable[[bool], None]  # makes one request: True for an object GET, False for a page of 100
-
-
-def _server_env(db_url: str) -> dict[str, str]:
-    return {**os.environ, "DATABASE_URL": db_url, "GPUPORTAL_PRODUCTION": "1", "DEBUG": "0",
-            "SECRET_KEY": "b9-bench-" + "x" * 40, "ALLOWED_HOSTS": "127.0.0.1",
-            "SECURE_SSL_REDIRECT": "0", "PYTHONPATH": str(ROOT)}  # fmt: skip
-
-
-def _start_portal(port: int, env: dict[str, str]) -> subprocess.Popen[bytes]:
-    argv = [str(Path(sys.executable).parent / "uvicorn"), "portal.asgi:application", "--host", "127.0.0.1",
-            "--port", str(port), "--workers", "2", "--log-level", "warning", "--lifespan", "off"]  # fmt: skip
-    log_path = Path(tempfile.gettempdir()) / f"b9-uvicorn-{port}.log"
-    with log_path.open("wb") as out:
-        return subprocess.Popen(argv, cwd=ROOT, env=env, stdout=out, stderr=subprocess.STDOUT)
 
 
 def portal_call(port: int, seat: Seat) -> Call:
@@ -195,10 +179,10 @@ def ms(values: list[float], pct: float) -> float:
 
 
 def _measure_portal(db_url: str, seats: list[Seat], size: Size, runs: int) -> Side:
-    port = _free_port()
-    proc = _start_portal(port, _server_env(db_url))
+    port = free_port()
+    proc = start_uvicorn(port, server_env(db_url))
     try:
-        _wait_port(port)
+        wait_port(port)
         sequential(portal_call(port, seats[1]), 3)  # both workers warm (imports, first connection)
         seq = sequential(portal_call(port, seats[1]), runs)
         log(f"B9: ours, {len(seats)} clients for {size.seconds:.0f} s")

@@ -53,6 +53,7 @@ def reconcile_job(job_id: int) -> None:
     **RECONCILE_TASK,
 )
 def reconcile_job_uid(uid: str) -> None:
+    publisher.reconcile_uid_started(uid)
     job_id = job_id_of(uid=uid)
     if job_id is not None:
         cluster_sync.job_reconcile(job_id=job_id, client=get_client())

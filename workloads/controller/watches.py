@@ -2,7 +2,9 @@
 
 Jobs and Pods (by the portal's label) and Events (by namespace prefix) become short id-keyed Celery
 tasks, sent by name with no publish retry: a lost publish is repaired by the sweep and the outbox.
-A relist enqueues only the jobs whose resourceVersion changed or that vanished.
+A job's reconcile is sent once per burst: while one is queued, more events of that job add none
+(`publisher.enqueue_reconcile_uid`). A relist enqueues only the jobs whose resourceVersion changed
+or that vanished.
 
 Nodes are applied directly: mirroring a Node is one small row write with no Kubernetes call, so a
 Celery hop would only add lag. A database error propagates to the Watcher, which backs off and
@@ -65,7 +67,7 @@ def _job_change(seen: _SeenVersions) -> Callable[[str, Obj], None]:
         uid = _uid(obj)
         if uid:
             seen.seen(uid, obj["metadata"].get("resourceVersion", ""))
-            _publish(TaskName.RECONCILE_JOB_UID, uid)
+            publisher.enqueue_reconcile_uid(uid)
 
     return handle
 
@@ -73,7 +75,7 @@ def _job_change(seen: _SeenVersions) -> Callable[[str, Obj], None]:
 def _relisted(seen: _SeenVersions) -> Callable[[list[Obj]], None]:
     def handle(items: list[Obj]) -> None:
         for uid in seen.changed(items):
-            _publish(TaskName.RECONCILE_JOB_UID, uid)
+            publisher.enqueue_reconcile_uid(uid)
 
     return handle
 

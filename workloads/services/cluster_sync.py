@@ -82,6 +82,7 @@ def job_reconcile(*, job_id: int, client: KubeClient) -> None:
 def job_sync(*, job: Job, client: KubeClient) -> None:
     """Converge one job as loaded (the steps are in the module docstring)."""
     seen = outbox_seen(job.pk)  # the request this run answers; one written meanwhile stays
+    fault_point("after_load")
     claims = project_claims(project=job.project)
     r = JobReconciler(job, client, claims=claims)
     if job.state == JobState.CANCELLED:

@@ -82,27 +82,46 @@ def reconcile_started(job_id: int) -> None:
     _clear_pending(job_id)
 
 
+def enqueue_reconcile_uid(uid: str) -> bool:
+    """The controller's publish for a watched change of a job's Job or pods (keyed by the label's
+    uid: the controller reads no rows). As for `enqueue_reconcile`, at most one such message per job
+    waits: a burst of pod and Job events while one is queued adds none, since that run reads the
+    cluster when it starts. One try (a watch handler never waits on a broker); the sweep backs it up."""
+    expires = app_settings.reconcile_expires_s()
+    if not _mark_pending(f"uid:{uid}", expires):
+        return True
+    if not send(TaskName.RECONCILE_JOB_UID, uid, retries=0, expires=expires):
+        _clear_pending(f"uid:{uid}")
+        return False
+    return True
+
+
+def reconcile_uid_started(uid: str) -> None:
+    """A worker took a watch-driven reconcile: the next change needs a message of its own."""
+    _clear_pending(f"uid:{uid}")
+
+
 PENDING_PREFIX = "workloads:reconcile-pending"
 
 
-def _pending_key(job_id: int) -> str:
+def _pending_key(key: int | str) -> str:
     # Keyed by database too: two portals (or two test runs) may share one Redis and reuse job ids.
-    return f"{PENDING_PREFIX}:{connection.settings_dict['NAME']}:{job_id}"
+    return f"{PENDING_PREFIX}:{connection.settings_dict['NAME']}:{key}"
 
 
-def _mark_pending(job_id: int, expires: float) -> bool:
+def _mark_pending(key: int | str, expires: float) -> bool:
     """True when no reconcile of the job is pending (now one is); the cache is shared by all processes."""
     try:
-        return bool(cache.add(_pending_key(job_id), 1, timeout=expires))
+        return bool(cache.add(_pending_key(key), 1, timeout=expires))
     except Exception:  # the cache is the broker's Redis: sending will say whether it is down
         return True
 
 
-def _clear_pending(job_id: int) -> None:
+def _clear_pending(key: int | str) -> None:
     try:
-        cache.delete(_pending_key(job_id))
+        cache.delete(_pending_key(key))
     except Exception:
-        log.warning("could not clear the pending reconcile of job %s (Redis down?)", job_id)
+        log.warning("could not clear the pending reconcile of job %s (Redis down?)", key)
 
 
 def outbox_write(job_id: int) -> None:

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import base64
 import json
+import uuid
 from datetime import datetime, timedelta
 from pathlib import Path
 
@@ -19,6 +20,8 @@ from tests.workloads_e2e.harness import use_broker
 from tests.workloads_e2e.procs import PrivateRedis
 from workloads import tasks
 from workloads.choices import TaskName
+from workloads.controller import watches as controller
+from workloads.k8s.labels import UID_LABEL
 from workloads.models import ReconcileOutbox
 from workloads.services import cluster_sync, publisher
 from workloads.services import jobs as services
@@ -101,5 +104,48 @@ def test_the_message_on_a_real_broker_carries_its_expiry(jobs_world: World, tmp_
     message = json.loads(raw[0])
     assert message["headers"]["task"] == "workloads.reconcile_job"
     assert json.loads(base64.b64decode(message["body"]))[0] == [job.pk]
+    expires = datetime.fromisoformat(message["headers"]["expires"])
+    assert timedelta(seconds=85) < expires - before < timedelta(seconds=95)
+
+
+def _watched(uid: str, version: int) -> dict[str, object]:
+    return {"metadata": {"labels": {UID_LABEL: uid}, "resourceVersion": str(version)}}
+
+
+def test_a_burst_of_watch_events_sends_one_reconcile_until_a_worker_takes_it(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A pod's and its Job's events come in bursts (created, scheduled, running, status): one queued
+    message answers them all, since its run reads the cluster when it starts."""
+    uid, other = str(uuid.uuid4()), str(uuid.uuid4())
+    sent = capture_sends(monkeypatch, TaskName.RECONCILE_JOB_UID)
+    handle = controller._job_change(controller._SeenVersions())
+    for version in range(5):
+        handle("MODIFIED", _watched(uid, version))
+    handle("ADDED", _watched(other, 1))
+    assert sent == [uid, other]
+    tasks.reconcile_job_uid.apply(args=[uid]).get()  # a worker took it (no such job: nothing to do)
+    handle("MODIFIED", _watched(uid, 6))
+    controller._relisted(controller._SeenVersions())([_watched(uid, 7), _watched(other, 2)])
+    assert sent == [uid, other, uid]  # the relist's `uid` and `other` are still queued
+
+
+def test_the_watch_message_on_a_real_broker_is_one_and_carries_its_expiry(tmp_path: Path) -> None:
+    uid = str(uuid.uuid4())
+    broker = PrivateRedis(tmp_path)
+    broker.start()
+    try:
+        with use_broker(broker.url), override_settings(GPUPORTAL_RECONCILE_EXPIRES_SECONDS=90):
+            handle = controller._job_change(controller._SeenVersions())
+            before = timezone.now()
+            for version in range(3):
+                handle("MODIFIED", _watched(uid, version))
+        raw = redis.Redis.from_url(broker.url).lrange("reconcile", 0, -1)
+    finally:
+        broker.stop()
+    assert len(raw) == 1
+    message = json.loads(raw[0])
+    assert message["headers"]["task"] == "workloads.reconcile_job_uid"
+    assert json.loads(base64.b64decode(message["body"]))[0] == [uid]
     expires = datetime.fromisoformat(message["headers"]["expires"])
     assert timedelta(seconds=85) < expires - before < timedelta(seconds=95)

@@ -1,0 +1,66 @@
+"""Where the machine's CPU went during a measurement: CPU seconds per kind of process between two
+snapshots of every process (psutil). The profile a benchmark prints beside a missed goal, to say what
+bounds it from numbers rather than a guess. A process that ended in between is lost from the count
+(Postgres backends of closed connections, say); persistent ones dominate here."""
+
+from __future__ import annotations
+
+import os
+
+import psutil
+
+# First match wins: (a word in the command line, the kind it is reported as).
+KINDS = (
+    ("kube-apiserver", "kube-apiserver"),
+    ("etcd", "etcd"),
+    ("kube-controller-manager", "controller-manager"),
+    ("kube-scheduler", "scheduler"),
+    ("kwok", "kwok"),
+    ("postgres", "postgres"),
+    ("redis-server", "redis"),
+    ("uvicorn", "web (uvicorn)"),
+    ("daphne", "web (daphne)"),
+    ("worker", "celery worker"),
+    ("beat", "celery beat"),
+    ("controller", "portal controller"),
+)
+
+
+def _kind(proc: psutil.Process) -> str:
+    if proc.pid == os.getpid():
+        return "benchmark (clients, watch)"
+    try:
+        line = " ".join(proc.cmdline()) or proc.name()
+    except psutil.Error:
+        return "other"
+    return next((kind for word, kind in KINDS if word in line), "other")
+
+
+def snapshot() -> dict[int, tuple[str, float]]:
+    """pid -> (kind, CPU seconds so far) for every process that can be read."""
+    out: dict[int, tuple[str, float]] = {}
+    for proc in psutil.process_iter():
+        try:
+            times = proc.cpu_times()
+            out[proc.pid] = (_kind(proc), times.user + times.system)
+        except psutil.Error:
+            continue
+    return out
+
+
+def spent(
+    before: dict[int, tuple[str, float]], after: dict[int, tuple[str, float]], into: dict[str, float]
+) -> None:
+    """Add the CPU seconds per kind between the snapshots to `into` (a new pid counts from zero)."""
+    for pid, (kind, cpu) in after.items():
+        was = before.get(pid)
+        into[kind] = into.get(kind, 0.0) + cpu - (was[1] if was and was[0] == kind else 0.0)
+
+
+def describe(total: dict[str, float], wall_s: float) -> str:
+    """'kube-apiserver 41.0 s (35 %), ...' over the `wall_s` both cores had (the share of the sum)."""
+    whole = sum(total.values()) or 1.0
+    shown = sorted(((k, sec) for k, sec in total.items() if sec >= 0.05), key=lambda item: -item[1])
+    parts = [f"{kind} {sec:.1f} s ({100 * sec / whole:.0f} %)" for kind, sec in shown]
+    cores = psutil.cpu_count() or 1
+    return f"{whole:.1f} CPU s of {wall_s * cores:.0f} available; " + ", ".join(parts)
