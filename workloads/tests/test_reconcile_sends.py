@@ -7,8 +7,10 @@ from __future__ import annotations
 import base64
 import json
 import uuid
+from collections.abc import Callable
 from datetime import datetime, timedelta
 from pathlib import Path
+from typing import Any
 
 import pytest
 import redis
@@ -87,25 +89,39 @@ def test_the_worker_clears_the_mark_as_it_starts(jobs_world: World, monkeypatch:
     assert sent == [job.pk, job.pk]
 
 
-def test_the_message_on_a_real_broker_carries_its_expiry(jobs_world: World, tmp_path: Path) -> None:
-    job = services.job_submit(actor=jobs_world.member, project=jobs_world.alpha, data={"image": IMAGE})
-    ReconcileOutbox.objects.filter(job_id=job.pk).delete()
+def _sent_to_a_real_broker(tmp_path: Path, send: Callable[[], None]) -> tuple[list[Any], datetime]:
+    """What `send` leaves in the reconcile queue of a Redis broker of its own (90-s expiry), and
+    when it began."""
     broker = PrivateRedis(tmp_path)
     broker.start()
     try:
         with use_broker(broker.url), override_settings(GPUPORTAL_RECONCILE_EXPIRES_SECONDS=90):
             before = timezone.now()
-            assert enqueue_reconcile(job.pk) is True
-            assert enqueue_reconcile(job.pk) is True  # the sweep again: that message is still queued
-        raw = redis.Redis.from_url(broker.url).lrange("reconcile", 0, -1)
+            send()
+        return redis.Redis.from_url(broker.url).lrange("reconcile", 0, -1), before
     finally:
         broker.stop()
+
+
+def _assert_one_expiring_message(raw: list[Any], task: str, arg: object, before: datetime) -> None:
     assert len(raw) == 1
     message = json.loads(raw[0])
-    assert message["headers"]["task"] == "workloads.reconcile_job"
-    assert json.loads(base64.b64decode(message["body"]))[0] == [job.pk]
+    assert message["headers"]["task"] == task
+    assert json.loads(base64.b64decode(message["body"]))[0] == [arg]
     expires = datetime.fromisoformat(message["headers"]["expires"])
     assert timedelta(seconds=85) < expires - before < timedelta(seconds=95)
+
+
+def test_the_message_on_a_real_broker_carries_its_expiry(jobs_world: World, tmp_path: Path) -> None:
+    job = services.job_submit(actor=jobs_world.member, project=jobs_world.alpha, data={"image": IMAGE})
+    ReconcileOutbox.objects.filter(job_id=job.pk).delete()
+
+    def sweep_twice() -> None:
+        assert enqueue_reconcile(job.pk) is True
+        assert enqueue_reconcile(job.pk) is True  # the sweep again: that message is still queued
+
+    raw, before = _sent_to_a_real_broker(tmp_path, sweep_twice)
+    _assert_one_expiring_message(raw, "workloads.reconcile_job", job.pk, before)
 
 
 def _watched(uid: str, version: int) -> dict[str, object]:
@@ -132,20 +148,11 @@ def test_a_burst_of_watch_events_sends_one_reconcile_until_a_worker_takes_it(
 
 def test_the_watch_message_on_a_real_broker_is_one_and_carries_its_expiry(tmp_path: Path) -> None:
     uid = str(uuid.uuid4())
-    broker = PrivateRedis(tmp_path)
-    broker.start()
-    try:
-        with use_broker(broker.url), override_settings(GPUPORTAL_RECONCILE_EXPIRES_SECONDS=90):
-            handle = controller._job_change(controller._SeenVersions())
-            before = timezone.now()
-            for version in range(3):
-                handle("MODIFIED", _watched(uid, version))
-        raw = redis.Redis.from_url(broker.url).lrange("reconcile", 0, -1)
-    finally:
-        broker.stop()
-    assert len(raw) == 1
-    message = json.loads(raw[0])
-    assert message["headers"]["task"] == "workloads.reconcile_job_uid"
-    assert json.loads(base64.b64decode(message["body"]))[0] == [uid]
-    expires = datetime.fromisoformat(message["headers"]["expires"])
-    assert timedelta(seconds=85) < expires - before < timedelta(seconds=95)
+
+    def three_events() -> None:
+        handle = controller._job_change(controller._SeenVersions())
+        for version in range(3):
+            handle("MODIFIED", _watched(uid, version))
+
+    raw, before = _sent_to_a_real_broker(tmp_path, three_events)
+    _assert_one_expiring_message(raw, "workloads.reconcile_job_uid", uid, before)
