@@ -46,7 +46,7 @@ def make_vanishing_machine(world: World) -> type[RuleBasedStateMachine]:
             self.buried: dict[str, dict[str, Any]] = {}
 
         # Not a rule here: the interleavings are T06's; this machine spends its steps on vanishing.
-        interleaved = None
+        interleaved = stale_load = None
 
         def job_path(self, job: Job) -> str:
             return paths.job(job.namespace, job.k8s_name)
