@@ -6,6 +6,6 @@ from celery import Celery
 
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "portal.settings")
 
-app = Celery("portal")
+app = Celery("portal", amqp="portal.broker:PortalAMQP")  # reconnects within 2 s of the broker's return
 app.config_from_object("django.conf:settings", namespace="CELERY")
 app.autodiscover_tasks()

@@ -1,0 +1,43 @@
+"""The Celery app's broker connections, reconnecting promptly after an outage.
+
+kombu's default reconnect backs off to one try every 30 s, and both the worker's consumer and beat
+use that default. After a Redis outage of a few minutes a worker would then sit up to 30 s past the
+broker's return before taking work, and beat as long before its next sweep: more than the two sweep
+intervals in which the portal promises to agree with the cluster again (reliability.md R3). Here a
+broker that is down is tried every RECONNECT_MAX_S at most, a TCP connect per process, no load. A
+caller that passes its own intervals keeps them.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from celery.app.amqp import AMQP
+from kombu import Connection
+
+RECONNECT_MAX_S = 2
+
+
+class PromptConnection(Connection):
+    def _ensure_connection(
+        self,
+        errback: Callable[[Exception, float], None] | None = None,
+        max_retries: int | None = None,
+        interval_start: int = 1,
+        interval_step: int = 1,
+        interval_max: int = RECONNECT_MAX_S,
+        callback: Callable[[], None] | None = None,
+        reraise_as_library_errors: bool = True,
+        timeout: int | None = None,
+    ) -> PromptConnection:
+        super()._ensure_connection(
+            errback, max_retries, interval_start, interval_step, interval_max, callback,
+            reraise_as_library_errors, timeout,
+        )  # fmt: skip
+        return self
+
+
+class PortalAMQP(AMQP):
+    """Celery's AMQP helpers with the prompt connection (`Celery(amqp=...)`)."""
+
+    Connection = PromptConnection

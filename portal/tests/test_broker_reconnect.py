@@ -1,0 +1,40 @@
+"""After a broker outage the worker and beat retry every 2 s at most, not kombu's 30 (portal/broker.py):
+the app's connections are the prompt kind, and against a refused port their retries say so."""
+
+from __future__ import annotations
+
+import pytest
+from kombu.exceptions import OperationalError
+
+from portal.broker import RECONNECT_MAX_S, PromptConnection
+from portal.celery import app
+from tests.gpu_e2e.live import free_port
+
+
+def test_the_worker_and_beat_connect_through_the_prompt_connection() -> None:
+    # The worker's consumer and beat both take their connection from these two.
+    assert isinstance(app.connection_for_read(), PromptConnection)
+    assert isinstance(app.connection_for_write(), PromptConnection)
+
+
+def test_a_refused_broker_is_tried_again_within_two_seconds() -> None:
+    """What the worker's consumer and beat pass (an error callback and a retry count), against a port
+    nothing listens on: the waits between tries grow to RECONNECT_MAX_S and stay there."""
+    waits: list[float] = []
+    conn = app.connection_for_write(f"redis://127.0.0.1:{free_port()}/0")
+    with pytest.raises(OperationalError):
+        conn.ensure_connection(lambda exc, interval: waits.append(interval), 4)
+    assert waits == [1, 2, 2, 2], waits
+    assert max(waits) == RECONNECT_MAX_S
+
+
+def test_a_caller_that_names_its_intervals_keeps_them() -> None:
+    waits: list[float] = []
+
+    def errback(exc: Exception, interval: float) -> None:
+        waits.append(interval)
+
+    conn = app.connection_for_write(f"redis://127.0.0.1:{free_port()}/0")
+    with pytest.raises(OperationalError):
+        conn.ensure_connection(errback, 2, interval_start=0, interval_step=1, interval_max=1)
+    assert waits == [0, 1], waits
