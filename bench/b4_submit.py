@@ -31,6 +31,7 @@ import os
 import sys
 import tempfile
 import time
+from collections import Counter
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
@@ -41,6 +42,7 @@ from typing import Any, Protocol
 import orjson
 import redis
 
+from bench import apicalls
 from bench import cpu as cpu_use
 from bench.b1_sync import bare_pod, bench_cluster
 from bench.b4_watch import PodWatch, capacity_of, pod_watch
@@ -188,19 +190,34 @@ class Outcome:
     latencies: list[float] = field(default_factory=list)  # seconds, 201 -> pod Running
     span: float = 0.0  # the waves' first POST -> last Running, summed
     excess: int = 0  # GPUs over a node's capacity at the worst instant
-    cpu: dict[str, float] = field(default_factory=dict)  # CPU seconds per kind of process, timed part
 
     @property
     def rate(self) -> float:
         return len(self.latencies) / self.span if self.span else 0.0
 
 
+@dataclass
+class Spent:
+    """What the machine did in the timed parts of the waves (first POST -> all Running): CPU seconds
+    per kind of process, and requests to the kube-apiserver by verb and resource."""
+
+    api: KubeApi
+    cpu: dict[str, float] = field(default_factory=dict)
+    calls: apicalls.Calls = field(default_factory=Counter)
+
+    @contextmanager
+    def timed(self) -> Iterator[None]:
+        cpu, calls = cpu_use.snapshot(), apicalls.snapshot(self.api)
+        yield
+        cpu_use.spent(cpu, cpu_use.snapshot(), self.cpu)
+        self.calls += apicalls.snapshot(self.api) - calls
+
+
 def _wave(
-    side: Side, watch: PodWatch, pool: ThreadPoolExecutor, clients: int, indices: range, cpu: dict[str, float]
+    side: Side, watch: PodWatch, pool: ThreadPoolExecutor, clients: int, indices: range, spent: Spent
 ) -> tuple[dict[str, float], float]:
     """Submit `indices` over the clients (each back to back), wait until all run, end them, wait
-    until their pods are gone; returns the 201 times by key and when the first POST went out, and
-    adds the CPU seconds each kind of process spent until all ran to `cpu`."""
+    until their pods are gone; returns the 201 times by key and when the first POST went out."""
     answered: dict[str, float] = {}
     made: list[list[str]] = [[] for _ in range(clients)]
 
@@ -211,26 +228,26 @@ def _wave(
             made[c].append(key)
 
     timeout = 600 + len(indices)
-    before, start = cpu_use.snapshot(), time.time()
-    list(pool.map(client, range(clients)))
-    wait_for(lambda: watch.all_running(answered), timeout, f"{len(indices)} pods Running", every=0.1)
-    cpu_use.spent(before, cpu_use.snapshot(), cpu)
+    with spent.timed():
+        start = time.time()
+        list(pool.map(client, range(clients)))
+        wait_for(lambda: watch.all_running(answered), timeout, f"{len(indices)} pods Running", every=0.1)
     list(pool.map(lambda c: side.end(c, made[c]), range(clients)))
     wait_for(lambda: not watch.any_alive(set(answered)), timeout, "the wave's pods gone", every=0.2)
     side.settle()
     return answered, start
 
 
-def drive(side: Side, watch: PodWatch, size: Size, gpus: int, name: str) -> Outcome:
+def drive(side: Side, watch: PodWatch, size: Size, gpus: int, name: str, api: KubeApi) -> Outcome:
     """A warm-up wave, then waves of at most `gpus` jobs until `size.jobs` have run."""
-    out, done, warmup = Outcome(), 0, dict[str, float]()
+    out, done, spent = Outcome(), 0, Spent(api)
     watch.excess = 0
     with ThreadPoolExecutor(size.clients, thread_name_prefix=f"b4-{name}") as pool:
-        _wave(side, watch, pool, size.clients, range(min(size.clients, gpus)), warmup)
+        _wave(side, watch, pool, size.clients, range(min(size.clients, gpus)), Spent(api))
         while done < size.jobs:
             count = min(gpus, size.jobs - done)
             first = size.clients + done
-            answered, start = _wave(side, watch, pool, size.clients, range(first, first + count), out.cpu)
+            answered, start = _wave(side, watch, pool, size.clients, range(first, first + count), spent)
             span = max(watch.running[k] for k in answered) - start
             latencies = [watch.running[k] - at for k, at in answered.items()]
             p99 = _ms(latencies, 99)
@@ -240,7 +257,9 @@ def drive(side: Side, watch: PodWatch, size: Size, gpus: int, name: str) -> Outc
             out.span += span
             done += count
     out.excess = watch.excess
-    log(f"B4 {name}: CPU while the waves ran (what bounds the rate): {cpu_use.describe(out.cpu, out.span)}")
+    # What bounds the rate, side by side: where the CPU went, and what each job asked of the API server.
+    log(f"B4 {name}: CPU while the waves ran: {cpu_use.describe(spent.cpu, out.span)}")
+    log(f"B4 {name}: kube-apiserver, {apicalls.per_job(Counter(), spent.calls, done)}")
     return out
 
 
@@ -350,10 +369,10 @@ def measure(size: Size, profile: Profile = "ci", label: str = "") -> list[Result
         slug, secrets = _seed(size, gpus)
         with pod_watch(handle.kubeconfig, capacity) as watch:
             log(f"B4: direct, {size.jobs} pods on {gpus} GPUs in waves")
-            ref = drive(Direct(api), watch, size, gpus, "direct")
+            ref = drive(Direct(api), watch, size, gpus, "direct", api)
             with portal_stack(db_url, handle.kubeconfig) as (port, redis_port):
                 log(f"B4: portal, {size.jobs} jobs on {gpus} GPUs in waves")
-                ours = drive(Portal(port, redis_port, secrets, slug), watch, size, gpus, "portal")
+                ours = drive(Portal(port, redis_port, secrets, slug), watch, size, gpus, "portal", api)
         stages = _portal_stages(ours.answered)
         api.delete(f"/api/v1/namespaces/{DIRECT_NS}")
     stages["pod running"] = ours.latencies

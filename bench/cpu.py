@@ -26,14 +26,18 @@ KINDS = (
 )
 
 
-def _kind(proc: psutil.Process) -> str:
+def _kind(proc: psutil.Process | None, parent: bool = True) -> str:
+    """By its command line, or its parent's (uvicorn's workers are multiprocessing children)."""
+    if proc is None:
+        return "other"
     if proc.pid == os.getpid():
         return "benchmark (clients, watch)"
     try:
         line = " ".join(proc.cmdline()) or proc.name()
+        kind = next((kind for word, kind in KINDS if word in line), "other")
+        return _kind(proc.parent(), parent=False) if kind == "other" and parent else kind
     except psutil.Error:
         return "other"
-    return next((kind for word, kind in KINDS if word in line), "other")
 
 
 def snapshot() -> dict[int, tuple[str, float]]:
