@@ -166,6 +166,10 @@ CELERY_WORKER_PREFETCH_MULTIPLIER = 1
 CELERY_TASK_SOFT_TIME_LIMIT = 60
 CELERY_TASK_TIME_LIMIT = 90
 CELERY_BROKER_CONNECTION_RETRY_ON_STARTUP = True
+# Workers and beat retry a broker that is down every 2 s (portal/broker.py) for as long as it is down:
+# Celery's default of 100 tries would end them after 200 s of an outage (beat and the worker exited
+# in the 5-minute T08 drill), and Kubernetes would then restart them only after its own back-off.
+CELERY_BROKER_CONNECTION_MAX_RETRIES = None
 
 AUTH_USER_MODEL = "accounts.User"
 AUTHENTICATION_BACKENDS = [

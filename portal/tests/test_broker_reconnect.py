@@ -38,3 +38,11 @@ def test_a_caller_that_names_its_intervals_keeps_them() -> None:
     with pytest.raises(OperationalError):
         conn.ensure_connection(errback, 2, interval_start=0, interval_step=1, interval_max=1)
     assert waits == [0, 1], waits
+
+
+def test_workers_and_beat_outlive_an_outage_of_any_length() -> None:
+    """With a try every 2 s, a bounded count would be a bounded outage: Celery's default 100 tries
+    ended the worker and beat 200 s into the 5-minute T08 Redis drill. None: they retry until it is
+    back (what the worker's consumer and beat pass as `max_retries`)."""
+    assert app.conf.broker_connection_max_retries is None
+    assert app.conf.broker_connection_retry is True
