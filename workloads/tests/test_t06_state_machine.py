@@ -1,22 +1,16 @@
 """T06: a Hypothesis state machine over the job lifecycle against real Postgres and the fake cluster.
 
-Rules: submit, cancel, complete, fail, preempt (borrowing with a 0 s notice, or forced), grant approve,
-an injected 409 on create, a 503 on the next call, a 410 on the watch (the controller's relist path
-with forgotten versions), duplicate delivery (the same reconcile twice) and a crash before the ack (a
-reconcile step, an admission pass, then the same step again), and interleavings: reconciler A stops
-at one of its chaos points (after loading the job, around the create, after the suspend patch, around
-the delete) while a second reconciler, a preemption, a cancel, an admission pass or the kubelet acts on
-the same job, then A goes on with what it loaded (the stale un-suspend and the lost request of the
-reliability review are reachable this way; each was seen found with its fix taken out). `kubelet`
-plays the Job controller and scheduler: a pod for every un-suspended Job, none for a suspended or
-deleted one.
+Rules: submit, cancel, complete, fail, preempt, grant approve, a 409 on create, a 503, a 410 on the
+watch (relist with forgotten versions), duplicate delivery, a crash before the ack, and interleavings:
+reconciler A stops at a chaos point (after loading the job, around the create, after the suspend
+patch, around the delete) while another party acts on the same job, then A goes on with what it
+loaded (races 1 and 2 of the reliability review are reachable so; docs/queue.md). `kubelet` plays
+the Job controller and scheduler: a pod for every un-suspended Job, none otherwise.
 
-Invariants: at most one Kubernetes Job per portal job; wherever a Job in the fake cluster is not as the
-portal wants it (still there for a cancelled job, running for a queued or preempted one, not running
-for an admitted one), a request for its reconcile is still pending; every recorded transition is an
-edge of ALLOWED_TRANSITIONS and every observed state change a path in it; the quota in use equals the GPUs of
-admitted unfinished jobs; after `settle` (kubelet, reconcile all, admission pass, until quiet) the
-portal agrees with the cluster.
+Invariants: at most one Kubernetes Job per portal job; where a Job in the fake cluster is not as the
+portal wants it, a request for its reconcile is still pending; transitions follow ALLOWED_TRANSITIONS;
+the quota in use equals the GPUs of admitted unfinished jobs; after `settle` the portal agrees with
+the cluster.
 """
 
 from __future__ import annotations
