@@ -1,5 +1,6 @@
 """The processes the benchmarks start beside the portal: ports, the web tier as the chart runs it
-(uvicorn, 2 workers, production settings) and background processes with their logs."""
+(uvicorn, 2 workers, production settings) and background processes with their logs (`spawn` and
+`free_port` are the tests' own, re-exported)."""
 
 from __future__ import annotations
 
@@ -11,13 +12,12 @@ import tempfile
 import time
 from pathlib import Path
 
+from tests.gpu_e2e.live import free_port
+from tests.workloads_e2e.outage_stack import spawn
+
+__all__ = ["free_port", "server_env", "spawn", "start_uvicorn", "wait_port"]
+
 ROOT = Path(__file__).resolve().parent.parent
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
 
 
 def wait_port(port: int, timeout: float = 60.0) -> None:
@@ -43,11 +43,3 @@ def start_uvicorn(port: int, env: dict[str, str]) -> subprocess.Popen[bytes]:
             "--port", str(port), "--workers", "2", "--log-level", "warning", "--lifespan", "off"]  # fmt: skip
     log_path = Path(tempfile.gettempdir()) / f"bench-uvicorn-{port}.log"
     return spawn(argv, env, log_path)
-
-
-def spawn(argv: list[str], env: dict[str, str], log: Path) -> subprocess.Popen[bytes]:
-    """A background process in its own session (so a kill reaches its children), output to `log`."""
-    with log.open("ab") as out:
-        return subprocess.Popen(
-            argv, cwd=ROOT, env=env, stdout=out, stderr=subprocess.STDOUT, start_new_session=True
-        )

@@ -56,7 +56,8 @@ def _proxied_kubeconfig(k8s_cluster: ClusterHandle, workdir: Path) -> tuple[Path
     return path, proxy
 
 
-def _spawn(args: list[str], env: dict[str, str], log: Path) -> subprocess.Popen[bytes]:
+def spawn(args: list[str], env: dict[str, str], log: Path) -> subprocess.Popen[bytes]:
+    """A background process in its own session (so a kill reaches its children), output to `log`."""
     with log.open("ab") as out:
         return subprocess.Popen(
             args, cwd=REPO, env=env, stdout=out, stderr=subprocess.STDOUT, start_new_session=True
@@ -111,9 +112,9 @@ def portal_stack(
                "--workers", "2" if direct else "1"]  # fmt: skip
     procs = [
         start_worker(env, workdir / "worker.log", "drill"),
-        _spawn(beat, env, workdir / "beat.log"),
-        _spawn([sys.executable, "manage.py", "controller", "--tick", "1"], env, workdir / "controller.log"),
-        _spawn(web, env, workdir / "web.log"),
+        spawn(beat, env, workdir / "beat.log"),
+        spawn([sys.executable, "manage.py", "controller", "--tick", "1"], env, workdir / "controller.log"),
+        spawn(web, env, workdir / "web.log"),
     ]
     base = f"http://127.0.0.1:{port}"
     try:
