@@ -78,6 +78,7 @@ CELERY_TASK_ROUTES = {
             "reconcile_job_uid",
             "reconcile_node",
             "record_k8s_event",
+            "record_k8s_events",
             "sweep",
         )
     },

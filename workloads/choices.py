@@ -94,7 +94,8 @@ class TaskName(StrEnum):
     RECONCILE_JOB_UID = "workloads.reconcile_job_uid"
     RECONCILE_NAMESPACE = "workloads.reconcile_namespace"
     RECONCILE_NODE = "workloads.reconcile_node"
-    RECORD_K8S_EVENT = "workloads.record_k8s_event"
+    RECORD_K8S_EVENT = "workloads.record_k8s_event"  # one event: sent by releases before 2026-12-05
+    RECORD_K8S_EVENTS = "workloads.record_k8s_events"
     NOTIFY_JOB = "workloads.notify_job"
     SWEEP = "workloads.sweep"
     GRANTS_EXPIRE = "workloads.grants_expire"

@@ -19,7 +19,7 @@ from workloads.k8s.client import get_client
 from workloads.k8s.errors import K8sTransientError
 from workloads.k8s.faults import fault_point
 from workloads.selectors import job_id_of
-from workloads.services import cluster_sync, grants, idle, nodes, notifications, publisher
+from workloads.services import cluster_sync, grants, idle, k8s_events, nodes, notifications, publisher
 from workloads.services.publisher import outbox_dispatch
 
 log = logging.getLogger(__name__)
@@ -68,13 +68,24 @@ def reconcile_namespace(project_id: int) -> None:
 
 
 @shared_task(
-    name=TaskName.RECORD_K8S_EVENT,
+    name=TaskName.RECORD_K8S_EVENTS.value,
+    soft_time_limit=60,
+    time_limit=90,
+    ignore_result=True,
+)
+def record_k8s_events(events: list[dict[str, Any]]) -> None:
+    k8s_events.k8s_events_record(events=events)
+
+
+@shared_task(
+    name=TaskName.RECORD_K8S_EVENT.value,
     soft_time_limit=60,
     time_limit=90,
     ignore_result=True,
 )
 def record_k8s_event(event: dict[str, Any]) -> None:
-    cluster_sync.k8s_event_record(event=event)
+    """One event: what earlier releases sent, served while their queued messages drain."""
+    k8s_events.k8s_event_record(event=event)
 
 
 @shared_task(

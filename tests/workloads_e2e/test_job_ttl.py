@@ -18,7 +18,8 @@ from workloads.k8s.client import RealKubeClient
 from workloads.k8s.status import event_projection
 from workloads.models import Job, OrphanReport
 from workloads.selectors import jobs_needing_reconcile
-from workloads.services.cluster_sync import k8s_event_record, sweep
+from workloads.services.cluster_sync import sweep
+from workloads.services.k8s_events import k8s_events_record
 from workloads.tasks import reconcile_job
 
 pytestmark = [pytest.mark.cluster, pytest.mark.django_db]
@@ -26,11 +27,9 @@ TTL_S = 8
 
 
 def record_events(kube: RealKubeClient, job: Job) -> None:
-    """What the controller's Event watch does for this job's namespace."""
-    for obj in (kube.get(f"/api/v1/namespaces/{job.namespace}/events") or {}).get("items") or []:
-        event = event_projection(obj)
-        if event is not None:
-            k8s_event_record(event=event)
+    """What the controller's Event watch does for this job's namespace, in one batch."""
+    items = (kube.get(f"/api/v1/namespaces/{job.namespace}/events") or {}).get("items") or []
+    k8s_events_record(events=[e for e in map(event_projection, items) if e is not None])
 
 
 def kept(job: Job) -> dict[str, Any]:

@@ -18,7 +18,7 @@ from django.db import close_old_connections
 from workloads import app_settings
 from workloads.admission.cycle import admission_pass
 from workloads.controller.counts import WatchCounts
-from workloads.controller.watches import WATCH_SPECS
+from workloads.controller.watches import EVENTS, WATCH_SPECS
 from workloads.k8s.client import KubeClient, get_client
 from workloads.k8s.lease import LeaderElector
 from workloads.k8s.watch import Watcher
@@ -53,6 +53,7 @@ class Controller:
             threading.Thread(target=w.run, args=(inner,), name=f"watch-{w.spec.name}", daemon=True)
             for w in self.watchers
         ]
+        threads.append(threading.Thread(target=EVENTS.run, args=(inner,), name="event-batch", daemon=True))
         for thread in threads:
             thread.start()
         try:

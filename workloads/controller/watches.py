@@ -1,7 +1,8 @@
 """What the controller watches, and what each change turns into.
 
-Jobs and Pods (by the portal's label) and Events (by namespace prefix) become short id-keyed Celery
-tasks, sent by name with no publish retry: a lost publish is repaired by the sweep and the outbox.
+Jobs and Pods (by the portal's label) become short id-keyed Celery tasks, sent by name with no
+publish retry: a lost publish is repaired by the sweep and the outbox. Events (by namespace prefix)
+go out in batches (`controller.event_batch`).
 A job's reconcile is sent once per burst: while one is queued, more events of that job add none
 (`publisher.enqueue_reconcile_uid`). A relist enqueues only the jobs whose resourceVersion changed
 or that vanished.
@@ -24,18 +25,13 @@ from django.db import close_old_connections, transaction
 
 from gpu import services as gpu_services
 from workloads import app_settings
-from workloads.choices import TaskName
+from workloads.controller.event_batch import EventBatch
 from workloads.k8s import labels, paths
 from workloads.k8s.status import event_projection
 from workloads.k8s.watch import WatchSpec
 from workloads.services import publisher
 
 Obj = dict[str, Any]
-
-
-def _publish(name: str, *args: Any) -> None:
-    """Watch handlers never wait on a broker: one try, and the sweep repairs a lost publish."""
-    publisher.send(name, *args, retries=0)
 
 
 class _SeenVersions:
@@ -103,13 +99,17 @@ def pod_watch_spec() -> WatchSpec:
     )
 
 
+# The controller runs its flusher (`Controller.run`); events wait there at most FLUSH_S.
+EVENTS = EventBatch()
+
+
 def _on_k8s_event(kind: str, obj: Obj) -> None:
     ns = str((obj.get("metadata") or {}).get("namespace", ""))
     if kind == "DELETED" or not ns.startswith(app_settings.namespace_prefix()):
         return
     event = event_projection(obj)
     if event is not None:
-        _publish(TaskName.RECORD_K8S_EVENT, event)
+        EVENTS.add(event)
 
 
 def event_watch_spec() -> WatchSpec:

@@ -1,5 +1,5 @@
 """Services that bring the cluster in line with the portal and write back what the cluster reported:
-job reconcile, namespace reconcile, Kubernetes events, orphans.
+job reconcile, namespace reconcile, orphans (Kubernetes events: services/k8s_events.py).
 
 They run inside Celery tasks (thin wrappers in tasks.py) and in the sweep; each is keyed by ids,
 idempotent, and holds no row lock across a Kubernetes call.
@@ -23,14 +23,12 @@ import re
 from datetime import datetime
 from typing import Any
 
-from django.db import IntegrityError, transaction
 from django.db.models import Q
 from django.utils import timezone
 
 from accounts.models import Project
-from plugin.names import parse_time
 from workloads import app_settings
-from workloads.choices import ACTIVE_STATES, TERMINAL_STATES, EventKind, JobState
+from workloads.choices import ACTIVE_STATES, TERMINAL_STATES, JobState
 from workloads.k8s import labels, paths
 from workloads.k8s.client import KubeClient
 from workloads.k8s.errors import K8sError, K8sTransientError
@@ -238,30 +236,6 @@ def capture_log(r: JobReconciler) -> None:
         log_tail=text, log_truncated=truncated, log_captured=True
     )
     job.log_captured = True
-
-
-def k8s_event_record(*, event: dict[str, Any]) -> JobEvent | None:
-    """Upsert one Kubernetes event (`k8s.status.event_projection`) into its job's timeline, keyed by
-    the event's uid. Only an event in the job's own namespace counts: the uid in a pod's name is no
-    proof on its own, since another tenant can name a pod after a job that is not theirs."""
-    job = Job.objects.select_related("project").filter(uid=event["job_uid"]).first()
-    if job is None or not event.get("uid") or event.get("namespace") != job.namespace:
-        return None
-    fields = {
-        "job": job,
-        "kind": EventKind.K8S,
-        "at": parse_time(event.get("at")) or timezone.now(),
-        "reason": event["reason"],
-        "count": event["count"],
-        "message": f"{event['type']}: {event['message']}".strip(": "),
-        "object_ref": event["object"][:300],
-    }
-    try:
-        with transaction.atomic():
-            row, _ = JobEvent.objects.update_or_create(k8s_uid=event["uid"], defaults=fields)
-    except IntegrityError:
-        return JobEvent.objects.filter(k8s_uid=event["uid"]).first()
-    return row
 
 
 def orphans_report(*, cluster_jobs: list[dict[str, Any]]) -> list[OrphanReport]:

@@ -1,16 +1,21 @@
 from __future__ import annotations
 
+import threading
 from typing import Any
 
 import pytest
 
 from tests.fixtures.personas import World
-from workloads.controller.watches import WATCH_SPECS, _SeenVersions
+from workloads.choices import TaskName
+from workloads.controller.event_batch import MAX_BATCH, EventBatch
+from workloads.controller.watches import EVENTS, WATCH_SPECS, _SeenVersions, event_watch_spec
 from workloads.k8s.status import event_projection
 from workloads.models import OrphanReport
 from workloads.selectors import jobs_needing_reconcile
 from workloads.services import jobs as services
-from workloads.services.cluster_sync import k8s_event_record, orphans_report
+from workloads.services import publisher
+from workloads.services.cluster_sync import orphans_report
+from workloads.services.k8s_events import k8s_event_record, k8s_events_record
 from workloads.tests.conftest import IMAGE
 
 
@@ -96,3 +101,50 @@ def test_watch_specs_are_factories_another_app_can_extend() -> None:
     specs = [factory() for factory in WATCH_SPECS]
     assert [s.name for s in specs][:3] == ["jobs", "pods", "events"]
     assert specs[0].label_selector == "app.kubernetes.io/managed-by=gpu-portal"
+
+
+@pytest.mark.django_db
+def test_a_batch_of_events_is_upserted_in_two_statements(
+    jobs_world: World, django_assert_num_queries: Any
+) -> None:
+    one = services.job_submit(actor=jobs_world.member, project=jobs_world.alpha, data={"image": IMAGE})
+    two = services.job_submit(actor=jobs_world.member, project=jobs_world.alpha, data={"image": IMAGE})
+    forged = event(f"job-{two.uid}-q", uid="forged")
+    forged["metadata"]["namespace"] = "gp-beta"
+    raw = [event(f"job-{one.uid}-a", uid=f"e{i}") for i in range(30)]
+    raw += [event(f"job-{two.uid}-b", uid="t", count=2), event(f"job-{two.uid}-b", uid="t", count=5), forged]
+    batch = [p for p in map(event_projection, raw) if p is not None]
+    with django_assert_num_queries(2):  # the jobs, then one INSERT ... ON CONFLICT for every row
+        assert k8s_events_record(events=batch) == 31
+    assert k8s_events_record(events=batch) == 31  # sent twice: the same rows, nothing new
+    assert one.events.filter(kind="k8s").count() == 30
+    assert list(two.events.filter(kind="k8s").values_list("k8s_uid", "count")) == [("t", 5)]  # the last
+
+
+def test_the_event_batch_sends_full_batches_at_once_and_the_rest_on_flush() -> None:
+    sent: list[int] = []
+    batch = EventBatch(send=lambda events: sent.append(len(events)))
+    for i in range(MAX_BATCH * 2 + 50):
+        batch.add({"uid": str(i)})
+    assert sent == [MAX_BATCH, MAX_BATCH]
+    stop = threading.Event()
+    stop.set()
+    batch.run(stop)  # stopped: flushes what is left once
+    assert sent == [MAX_BATCH, MAX_BATCH, 50]
+    assert batch.flush() == 0
+    assert len(sent) == 3
+
+
+def test_the_event_watch_buffers_instead_of_sending_a_task_per_event(monkeypatch: pytest.MonkeyPatch) -> None:
+    sends: list[Any] = []
+    monkeypatch.setattr(publisher, "send", lambda *a, **k: sends.append(a))
+    uid = "12345678-1234-5678-1234-567812345678"
+    handler = event_watch_spec().on_event
+    for i in range(3):
+        handler("ADDED", event(f"job-{uid}-abcde", uid=f"e{i}"))
+    handler("ADDED", {**event(f"job-{uid}-abcde"), "metadata": {"uid": "x", "namespace": "kube-system"}})
+    assert sends == []
+    assert EVENTS.flush() == 3
+    assert [(name, [e["uid"] for e in events]) for name, events in sends] == [
+        (TaskName.RECORD_K8S_EVENTS, ["e0", "e1", "e2"])
+    ]
