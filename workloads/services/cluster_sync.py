@@ -239,26 +239,40 @@ def capture_log(r: JobReconciler) -> None:
 
 
 def orphans_report(*, cluster_jobs: list[dict[str, Any]]) -> list[OrphanReport]:
-    """Cluster Jobs with the portal's labels and no portal row: reported (logged, listed in the admin)."""
-    by_uid = {}
+    """Cluster Jobs with the portal's labels and no portal row: reported (listed in the admin) in one
+    upsert per sweep, and logged once when first seen (or seen again after an operator resolved it)."""
+    found: dict[tuple[str, str], str] = {}  # (namespace, name) -> its uid label
     for obj in cluster_jobs:
         meta = obj.get("metadata") or {}
-        uid = (meta.get("labels") or {}).get(labels.UID_LABEL, "")
-        by_uid[uid] = (meta.get("namespace", ""), meta.get("name", ""))
-    valid = [u for u in by_uid if UUID.fullmatch(u)]
-    known = {str(u) for u in Job.objects.filter(uid__in=valid).values_list("uid", flat=True)}
-    now, reports = timezone.now(), []
-    for uid, (namespace, name) in by_uid.items():
-        if uid in known:
-            continue
-        log.warning("orphan Kubernetes Job %s/%s (uid label %r): no portal job", namespace, name, uid)
-        report, _ = OrphanReport.objects.update_or_create(
-            namespace=namespace,
-            name=name,
-            defaults={"job_uid": uid[:64], "last_seen": now, "resolved_at": None},
+        found[(meta.get("namespace", ""), meta.get("name", ""))] = (meta.get("labels") or {}).get(
+            labels.UID_LABEL, ""
         )
-        reports.append(report)
-    return reports
+    valid = [u for u in found.values() if UUID.fullmatch(u)]
+    known = {str(u) for u in Job.objects.filter(uid__in=valid).values_list("uid", flat=True)}
+    orphans = {key: uid for key, uid in found.items() if uid not in known}
+    if not orphans:
+        return []
+    open_before = set(
+        OrphanReport.objects.filter(
+            resolved_at=None, namespace__in={ns for ns, _ in orphans}, name__in={n for _, n in orphans}
+        ).values_list("namespace", "name")
+    )
+    for (namespace, name), uid in orphans.items():
+        if (namespace, name) not in open_before:
+            log.warning("orphan Kubernetes Job %s/%s (uid label %r): no portal job", namespace, name, uid)
+    now = timezone.now()
+    rows = [
+        OrphanReport(
+            namespace=ns, name=name, job_uid=uid[:64], first_seen=now, last_seen=now, resolved_at=None
+        )
+        for (ns, name), uid in orphans.items()
+    ]
+    return OrphanReport.objects.bulk_create(
+        rows,
+        update_conflicts=True,
+        unique_fields=["namespace", "name"],
+        update_fields=["job_uid", "last_seen", "resolved_at"],
+    )
 
 
 def sweep(*, client: KubeClient) -> int:

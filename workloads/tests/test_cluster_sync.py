@@ -4,6 +4,7 @@ import threading
 from typing import Any
 
 import pytest
+from django.utils import timezone
 
 from tests.fixtures.personas import World
 from workloads.choices import TaskName
@@ -68,7 +69,7 @@ def test_an_event_in_another_namespace_is_not_attached_to_the_job(jobs_world: Wo
 
 
 @pytest.mark.django_db
-def test_orphans_are_recorded_once(jobs_world: World) -> None:
+def test_orphans_are_recorded_once(jobs_world: World, caplog: pytest.LogCaptureFixture) -> None:
     job = services.job_submit(actor=jobs_world.member, project=jobs_world.alpha, data={"image": IMAGE})
     ours = {
         "metadata": {
@@ -81,9 +82,19 @@ def test_orphans_are_recorded_once(jobs_world: World) -> None:
         "metadata": {"namespace": "gp-alpha", "name": "job-x", "labels": {"gpuportal.dev/job-uid": "nope"}}
     }
     orphans_report(cluster_jobs=[ours, stray])
+    first = OrphanReport.objects.get().first_seen
     orphans_report(cluster_jobs=[ours, stray])
     assert list(OrphanReport.objects.values_list("name", flat=True)) == ["job-x"]
     assert jobs_needing_reconcile() == [job.pk]
+    logged = [r for r in caplog.records if "orphan Kubernetes Job gp-alpha/job-x" in r.getMessage()]
+    assert len(logged) == 1  # the second sweep saw it again and said nothing new
+    OrphanReport.objects.update(resolved_at=timezone.now())  # an operator marked it resolved; it is back
+    orphans_report(cluster_jobs=[ours, stray])
+    report = OrphanReport.objects.get()
+    assert report.resolved_at is None
+    assert report.first_seen == first
+    assert report.last_seen > first
+    assert len([r for r in caplog.records if "gp-alpha/job-x" in r.getMessage()]) == 2
 
 
 def test_relist_enqueues_only_changed_or_vanished() -> None:
