@@ -187,3 +187,15 @@ def test_the_node_values_reach_the_daemonset() -> None:
     assert (
         volumes["device-plugins"]["hostPath"]["path"] == "/var/lib/kubelet/device-plugins"
     )  # fixed by the kubelet
+
+
+@pytest.mark.parametrize(("values", "pool"), [({}, "20"), ({"web.dbPoolSize": "0"}, "0")])
+def test_only_the_web_pods_pool_their_database_connections(values: dict[str, str], pool: str) -> None:
+    """A pool per ASGI process (settings.DB_POOL_SIZE); Celery's forked workers keep one connection each."""
+    found = {}
+    for owner, spec in pod_specs(render(None, "gp", "portal", values)).items():
+        for container in spec["containers"]:
+            env = {e["name"]: e.get("value") for e in container.get("env") or []}
+            if "DB_POOL_SIZE" in env:
+                found[owner] = env["DB_POOL_SIZE"]
+    assert found == {"gp-gpu-portal-web": pool}

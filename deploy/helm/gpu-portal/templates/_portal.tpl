@@ -1,7 +1,8 @@
 {{/*
 One portal process as a Deployment: the same image, environment and restricted security context;
 what differs (command, identity, replicas, ports, probes) comes in the dict:
-  root, component, replicas, command, resources, token (mount the ServiceAccount token), ports, probes
+  root, component, replicas, command, resources, token (mount the ServiceAccount token), ports, probes,
+  env (more variables, after the shared ones)
 */}}
 {{- define "gp.portalDeployment" -}}
 {{- $root := .root -}}
@@ -38,6 +39,9 @@ spec:
           imagePullPolicy: {{ $root.Values.image.pullPolicy }}
           command: {{- toYaml .command | nindent 12 }}
           env: {{- include "gp.env" $root | nindent 12 }}
+          {{- with .env }}
+          {{- toYaml . | nindent 12 }}
+          {{- end }}
           {{- with .ports }}
           ports: {{- toYaml . | nindent 12 }}
           {{- end }}
