@@ -87,15 +87,18 @@ def job_sync(*, job: Job, client: KubeClient) -> None:
         _cancel(r, seen=seen)
         return
     current = r.current()
+    pods: list[Obj] | None = None  # None: listed when observed
     if current is None and job.created_in_cluster_at is None and not job.is_terminal:
         if _volume_removed(job, claims):
             _cancel(r, seen=seen)
             return
-        _create(r)
+        created = _create(r)
         if Job.objects.filter(pk=job.pk, state=JobState.CANCELLED).exists():
             _cancel(r, seen=seen, force=True)  # cancelled while we were creating: take it back
             return
-        current = r.current()
+        # The POST answers with the Job as made, and a Job made this instant has no pods yet; after a
+        # 409 (another run made it first) both are read.
+        current, pods = (created, []) if created is not None else (r.current(), None)
     elif current is None:
         _missing(r, seen=seen)
         return
@@ -107,7 +110,7 @@ def job_sync(*, job: Job, client: KubeClient) -> None:
     if current is not None and not job.is_terminal:
         current = _suspend_as_now(r, current)
         fault_point("after_suspend_patch")
-    _observe(r, current)
+    _observe(r, current, pods)
     outbox_done(job.pk, seen=seen)
 
 
@@ -144,20 +147,22 @@ def _quota_first(r: JobReconciler) -> None:
         reconcile_quota(namespace_tenant(project=r.owner.project), r.client)
 
 
-def _create(r: JobReconciler) -> None:
+def _create(r: JobReconciler) -> Obj | None:
+    """The Job as the POST answered it; None when it already existed (409)."""
     _quota_first(r)
     fault_point("before_create")
     try:
-        r.create(r.desired())
+        created = r.create(r.desired())
     except K8sError as exc:
         if exc.status != 404:  # 404: the namespace is missing; make it and retry once
             raise
         if _guard_rails_elsewhere(r.owner.project):  # the task retries once the provisioner made it
             raise K8sTransientError(503, f"namespace {r.owner.project.namespace} is being made") from exc
         namespace_sync(project=r.owner.project, client=r.client)
-        r.create(r.desired())
+        created = r.create(r.desired())
     fault_point("after_create")
     _mark_created(r.owner)
+    return created
 
 
 def _mark_created(job: Job) -> None:
@@ -166,9 +171,10 @@ def _mark_created(job: Job) -> None:
     )
 
 
-def _observe(r: JobReconciler, current: Obj | None) -> None:
+def _observe(r: JobReconciler, current: Obj | None, pods: list[Obj] | None = None) -> None:
+    """Move the row as the Job and its pods show (`pods`: already known, else listed now)."""
     job = r.owner
-    obs = observe(current, r.pods())
+    obs = observe(current, r.pods() if pods is None else pods)
     _apply_observation(job, obs)
     evidence_judge(r, obs, job_gone=current is None)
     job.refresh_from_db()

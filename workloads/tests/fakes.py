@@ -55,7 +55,8 @@ class FakeKube:
         if full in self.objects:
             return None
         self.objects[full] = self._bump(orjson.loads(orjson.dumps(body)))
-        return self.objects[full]
+        made: dict[str, Any] = orjson.loads(orjson.dumps(self.objects[full]))  # a copy, as the wire gives
+        return made
 
     def patch(self, path: str, body: dict[str, Any], *, apply: bool = False) -> dict[str, Any]:
         self.calls.append(("PATCH", path))

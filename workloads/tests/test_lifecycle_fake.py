@@ -224,3 +224,19 @@ def test_a_volume_removed_before_the_job_was_made_cancels_it_with_the_reason(
     assert job.state_reason == "volume scratch was removed from the project before the job started"
     assert paths.job(job.namespace, job.k8s_name) not in fake_kube.objects
     assert not ReconcileOutbox.objects.filter(job=job).exists()
+
+
+def test_making_a_job_costs_one_get_and_one_post(jobs_world: World, fake_kube: FakeKube) -> None:
+    """The POST's answer is the Job as made, and a Job made this instant has no pods to list (B4)."""
+    job = submit(jobs_world)
+    reconcile_job(job.pk)
+    assert fake_kube.calls == [
+        ("GET", paths.job(job.namespace, job.k8s_name)),
+        ("POST", paths.jobs(job.namespace)),
+    ]
+    job.refresh_from_db()
+    assert job.created_in_cluster_at is not None
+    assert job.state == JobState.QUEUED
+    fake_kube.calls.clear()
+    reconcile_job(job.pk)  # made already: read, and its pods listed, as every later run does
+    assert [verb for verb, _ in fake_kube.calls] == ["GET", "GET"]
