@@ -1,7 +1,8 @@
 """Where the machine's CPU went during a measurement: CPU seconds per kind of process between two
 snapshots of every process (psutil). The profile a benchmark prints beside a missed goal, to say what
-bounds it from numbers rather than a guess. A process that ended in between is lost from the count
-(Postgres backends of closed connections, say); persistent ones dominate here."""
+bounds it from numbers rather than a guess. A process that ended in between (a Postgres backend of a
+closed connection, say) cannot be read any more: what the whole machine spent (/proc/stat) beyond
+the processes read is reported as its own line, so nothing is silently left out."""
 
 from __future__ import annotations
 
@@ -40,9 +41,18 @@ def _kind(proc: psutil.Process | None, parent: bool = True) -> str:
         return "other"
 
 
+MACHINE = -1  # a pseudo-pid: the whole machine's busy CPU seconds
+UNREAD = "not read (processes that ended in between, interrupts)"
+
+
+def _machine_busy() -> float:
+    t = psutil.cpu_times()  # guest time is already inside user on Linux
+    return float(sum(getattr(t, f, 0.0) for f in ("user", "nice", "system", "irq", "softirq", "steal")))
+
+
 def snapshot() -> dict[int, tuple[str, float]]:
-    """pid -> (kind, CPU seconds so far) for every process that can be read."""
-    out: dict[int, tuple[str, float]] = {}
+    """pid -> (kind, CPU seconds so far) for every process that can be read, and MACHINE."""
+    out: dict[int, tuple[str, float]] = {MACHINE: ("machine", _machine_busy())}
     for proc in psutil.process_iter():
         try:
             times = proc.cpu_times()
@@ -55,10 +65,18 @@ def snapshot() -> dict[int, tuple[str, float]]:
 def spent(
     before: dict[int, tuple[str, float]], after: dict[int, tuple[str, float]], into: dict[str, float]
 ) -> None:
-    """Add the CPU seconds per kind between the snapshots to `into` (a new pid counts from zero)."""
+    """Add the CPU seconds per kind between the snapshots to `into` (a new pid counts from zero), and
+    what the machine spent beyond them as UNREAD."""
+    read = 0.0
     for pid, (kind, cpu) in after.items():
+        if pid == MACHINE:
+            continue
         was = before.get(pid)
-        into[kind] = into.get(kind, 0.0) + cpu - (was[1] if was and was[0] == kind else 0.0)
+        used = cpu - (was[1] if was and was[0] == kind else 0.0)
+        into[kind] = into.get(kind, 0.0) + used
+        read += used
+    machine = after[MACHINE][1] - before[MACHINE][1]
+    into[UNREAD] = into.get(UNREAD, 0.0) + max(0.0, machine - read)
 
 
 def describe(total: dict[str, float], wall_s: float) -> str:
