@@ -12,6 +12,7 @@ import psutil
 
 # First match wins: (a word in the command line, the kind it is reported as).
 KINDS = (
+    ("locust", "load generator (locust)"),
     ("kube-apiserver", "kube-apiserver"),
     ("etcd", "etcd"),
     ("kube-controller-manager", "controller-manager"),
@@ -32,7 +33,7 @@ def _kind(proc: psutil.Process | None, parent: bool = True) -> str:
     if proc is None:
         return "other"
     if proc.pid == os.getpid():
-        return "benchmark (clients, watch)"
+        return "this process (the benchmark or test)"
     try:
         line = " ".join(proc.cmdline()) or proc.name()
         kind = next((kind for word, kind in KINDS if word in line), "other")

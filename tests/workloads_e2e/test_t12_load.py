@@ -16,6 +16,7 @@ import csv
 import json
 import subprocess
 import sys
+import time
 from pathlib import Path
 from typing import Any
 
@@ -25,6 +26,7 @@ from django.test import Client, override_settings
 from accounts.choices import Role, TokenScope
 from accounts.models import Membership, Project, Quota, User
 from accounts.services import token_create
+from bench import cpu
 from portal.localcluster import ClusterHandle
 from tests.fixtures.personas import make_user
 from tests.workloads_e2e.conftest import cluster_jobs, drop_namespaces
@@ -119,11 +121,16 @@ def test_t12_two_hundred_users_read_submit_tail_and_watch(
                 "--csv", str(prefix), "--only-summary", "--stop-timeout", "10",
             ]  # fmt: skip
             env = {"T12_IDENTITIES": str(identities), "PATH": "/usr/bin:/bin"}
+            before_cpu, started = cpu.snapshot(), time.monotonic()
             done = subprocess.run(
                 locust, cwd=REPO, env=env, capture_output=True, text=True, timeout=RUN_S + 180
             )
+            spent: dict[str, float] = {}
+            cpu.spent(before_cpu, cpu.snapshot(), spent)
             stats = _stats(prefix)
             _print(stats)
+            # What the two cores did meanwhile: the profile that says what bounds a missed goal.
+            print(f"CPU during the run: {cpu.describe(spent, time.monotonic() - started)}")
             for kind in KINDS:
                 assert int(stats.get(kind, {}).get("Request Count", 0)) > 0, (kind, done.stderr[-2000:])
             http = [stats[k] for k in KINDS if k != "socket lag"]
