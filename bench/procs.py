@@ -1,6 +1,6 @@
 """The processes the benchmarks start beside the portal: ports, the web tier as the chart runs it
-(uvicorn, 2 workers, production settings) and background processes with their logs (`spawn` and
-`free_port` are the tests' own, re-exported)."""
+(uvicorn, 2 workers, production settings, the chart's database pool) and background processes with
+their logs (`spawn` and `free_port` are the tests' own, re-exported)."""
 
 from __future__ import annotations
 
@@ -12,12 +12,21 @@ import tempfile
 import time
 from pathlib import Path
 
+import yaml
+
 from tests.gpu_e2e.live import free_port
 from tests.workloads_e2e.outage_stack import spawn
 
 __all__ = ["free_port", "server_env", "spawn", "start_uvicorn", "wait_port"]
 
 ROOT = Path(__file__).resolve().parent.parent
+CHART_VALUES = ROOT / "deploy" / "helm" / "gpu-portal" / "values.yaml"
+
+
+def chart_web_pool() -> int:
+    """The web pods' Postgres pool as the chart sets it (`web.dbPoolSize`), so the benchmarks measure
+    what an install runs."""
+    return int(yaml.safe_load(CHART_VALUES.read_text())["web"]["dbPoolSize"])
 
 
 def wait_port(port: int, timeout: float = 60.0) -> None:
@@ -38,7 +47,8 @@ def server_env(db_url: str) -> dict[str, str]:
 
 
 def start_uvicorn(port: int, env: dict[str, str]) -> subprocess.Popen[bytes]:
-    """The web tier as the chart runs it by default: uvicorn with 2 workers."""
+    """The web tier as the chart runs it by default: uvicorn with 2 workers, each with its pool."""
+    env = {**env, "DB_POOL_SIZE": str(chart_web_pool())}
     argv = [str(Path(sys.executable).parent / "uvicorn"), "portal.asgi:application", "--host", "127.0.0.1",
             "--port", str(port), "--workers", "2", "--log-level", "warning", "--lifespan", "off"]  # fmt: skip
     log_path = Path(tempfile.gettempdir()) / f"bench-uvicorn-{port}.log"
