@@ -88,7 +88,8 @@ def _check_room(node: Node, gpus: dict[str, Gpu], new: list[str]) -> None:
 
 def _resolve_gpus(node: Node, samples: list[Sample]) -> dict[str, Gpu]:
     """This node's GPUs by UUID; new UUIDs become GPUs of this node, other nodes' UUIDs are refused."""
-    gpus = {gpu.uuid: gpu for gpu in Gpu.objects.filter(node=node)}
+    # order_by: the model's default ordering joins the node table for its name, on every batch.
+    gpus = {gpu.uuid: gpu for gpu in Gpu.objects.filter(node=node).order_by("index")}
     new = list(dict.fromkeys(s.uuid for s in samples if s.uuid not in gpus))
     if not new:
         return gpus
