@@ -2,7 +2,8 @@
 snapshots of every process (psutil). The profile a benchmark prints beside a missed goal, to say what
 bounds it from numbers rather than a guess. A process that ended in between (a Postgres backend of a
 closed connection, say) cannot be read any more: what the whole machine spent (/proc/stat) beyond
-the processes read is reported as its own line, so nothing is silently left out."""
+the processes read is reported as its own line, and the kernel's interrupt work (loopback networking
+is done there) as another, so nothing is silently left out."""
 
 from __future__ import annotations
 
@@ -42,18 +43,21 @@ def _kind(proc: psutil.Process | None, parent: bool = True) -> str:
         return "other"
 
 
-MACHINE = -1  # a pseudo-pid: the whole machine's busy CPU seconds
-UNREAD = "not read (processes that ended in between, interrupts)"
+MACHINE, INTERRUPTS = -1, -2  # pseudo-pids: the machine's process CPU seconds, and its interrupt work
+UNREAD = "not read (processes that ended in between)"
+IRQ = "kernel interrupts (softirq: network)"
 
 
-def _machine_busy() -> float:
+def _machine() -> tuple[float, float]:
     t = psutil.cpu_times()  # guest time is already inside user on Linux
-    return float(sum(getattr(t, f, 0.0) for f in ("user", "nice", "system", "irq", "softirq", "steal")))
+    irq = float(getattr(t, "irq", 0.0) + getattr(t, "softirq", 0.0))
+    return float(t.user + t.nice + t.system + getattr(t, "steal", 0.0)), irq
 
 
 def snapshot() -> dict[int, tuple[str, float]]:
-    """pid -> (kind, CPU seconds so far) for every process that can be read, and MACHINE."""
-    out: dict[int, tuple[str, float]] = {MACHINE: ("machine", _machine_busy())}
+    """pid -> (kind, CPU seconds so far) for every process that can be read, MACHINE and INTERRUPTS."""
+    busy, irq = _machine()
+    out: dict[int, tuple[str, float]] = {MACHINE: ("machine", busy), INTERRUPTS: (IRQ, irq)}
     for proc in psutil.process_iter():
         try:
             times = proc.cpu_times()
@@ -66,8 +70,8 @@ def snapshot() -> dict[int, tuple[str, float]]:
 def spent(
     before: dict[int, tuple[str, float]], after: dict[int, tuple[str, float]], into: dict[str, float]
 ) -> None:
-    """Add the CPU seconds per kind between the snapshots to `into` (a new pid counts from zero), and
-    what the machine spent beyond them as UNREAD."""
+    """Add the CPU seconds per kind between the snapshots to `into` (a new pid counts from zero), the
+    interrupts as IRQ, and what the machine's processes spent beyond those read as UNREAD."""
     read = 0.0
     for pid, (kind, cpu) in after.items():
         if pid == MACHINE:
@@ -75,7 +79,7 @@ def spent(
         was = before.get(pid)
         used = cpu - (was[1] if was and was[0] == kind else 0.0)
         into[kind] = into.get(kind, 0.0) + used
-        read += used
+        read += used if pid != INTERRUPTS else 0.0
     machine = after[MACHINE][1] - before[MACHINE][1]
     into[UNREAD] = into.get(UNREAD, 0.0) + max(0.0, machine - read)
 
