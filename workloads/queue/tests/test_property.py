@@ -9,6 +9,7 @@ from hypothesis import strategies as st
 
 from workloads.queue import (
     ClusterState,
+    CyclePlan,
     NodeState,
     PendingJob,
     ProjectQuota,
@@ -133,10 +134,44 @@ def test_cycle_never_exceeds_quota_caps_or_nodes(s: ClusterState) -> None:
         assert user[(p, "alice", "g")] <= cap.gpus
         assert user[(p, "alice", "s")] <= cap.slices
         assert user[(p, "alice", "j")] <= cap.jobs
+    check_cohorts(s, plan, used_g, used_s)
+
+
+def check_cohorts(s: ClusterState, plan: CyclePlan, used_g: Counter[str], used_s: Counter[str]) -> None:
+    """Borrowing never takes a cohort past its summed quota of what was borrowed: GPUs for a GPU job,
+    slices for a slice job. (Running jobs may already hold more GPUs than the quota, after an operator
+    lowered it: that does not stop a slice job borrowing idle slices.)"""
+    jobs = {j.id: j for j in s.pending}
     for cohort in {q.cohort for q in s.quotas.values()}:
         members = [p for p, q in s.quotas.items() if q.cohort == cohort]
-        if any(a.borrowing and jobs[a.job_id].project in members for a in plan.admit):
+        borrowed = [jobs[a.job_id] for a in plan.admit if a.borrowing and jobs[a.job_id].project in members]
+        if any(j.gpus for j in borrowed):
             assert sum(used_g[p] for p in members) <= sum(s.quotas[p].gpus for p in members)
+        if any(j.slices for j in borrowed):
+            assert sum(used_s[p] for p in members) <= sum(s.quotas[p].slices for p in members)
+
+
+def test_a_slice_job_borrows_idle_slices_while_running_jobs_exceed_the_gpu_quota() -> None:
+    """The example Hypothesis found on 2026-12-05 (shrunk by hand): p0 runs 9 GPUs on a quota of 3;
+    p1's slice job borrows p2's idle slice (no cohort: one cluster-wide cohort) and p1's GPU job runs
+    on p1's own quota. The cohort's GPUs (10) exceed its quota (9), but nothing was borrowed in GPUs."""
+    caps = {"alice": UserCap(0, 0, 1)}
+    quotas = [
+        ProjectQuota("p0", 3, 0, 1, {}, caps),
+        ProjectQuota("p1", 3, 0, 2, {}, caps),
+        ProjectQuota("p2", 3, 1, 1, {}, caps),
+    ]
+    nodes = [NodeState("n0", "h200", 0, 8), NodeState("n1", "h200", 1, 8, (SharedGpu(0, 1, 4),))]
+    run = [
+        RunningJob(100 + i, "p0", "bob", "n0", at(-1), gpus=g, preemptible=True)
+        for i, g in enumerate([3, 3, 3])
+    ]
+    slice_job = PendingJob(0, "p1", "carol", at(0), 0, 1, preemptible=True)
+    gpu_job = PendingJob(8, "p1", "carol", at(8), 1, 0)
+    s = state([slice_job, gpu_job], nodes, quotas, run)
+    plan = plan_cycle(s, at(1000), explain=False)
+    assert sorted((a.job_id, a.borrowing) for a in plan.admit) == [(0, True), (8, False)]
+    check_cohorts(s, plan, Counter({"p0": 9, "p1": 1}), Counter({"p1": 1}))
 
 
 @settings(max_examples=60, deadline=None)
