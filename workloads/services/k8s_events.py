@@ -1,8 +1,9 @@
 """Kubernetes events into the jobs' timelines, many at a time.
 
 The controller batches what the event watch sees (`controller.event_batch`), so a burst of pods
-costs one task and three statements, not a task and an upsert per event. Each event is keyed by its
-own uid: a repeated event (count 1, then 3) updates its row, and a batch sent twice writes nothing new.
+costs one task and two statements (the jobs, one upsert), not a task and an upsert per event. Each
+event is keyed by its own uid: a repeated event (count 1, then 3) updates its row, and a batch sent
+twice writes nothing new.
 """
 
 from __future__ import annotations
