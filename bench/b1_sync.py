@@ -65,7 +65,7 @@ def bare_pod(name: str) -> dict[str, Any]:
 def create_pods(api: KubeApi, count: int, namespaces: int, prefix: str = "b") -> list[tuple[str, str]]:
     names = [(f"{prefix}-ns-{i % namespaces}", f"{prefix}-pod-{i}") for i in range(count)]
     for ns in sorted({ns for ns, _ in names}):
-        api.create("/api/v1/namespaces", {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": ns}})
+        api.create_namespace(ns)
     with ThreadPoolExecutor(max_workers=8) as pool:
         list(pool.map(lambda p: api.create(f"/api/v1/namespaces/{p[0]}/pods", bare_pod(p[1])), names))
     return names

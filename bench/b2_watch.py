@@ -103,7 +103,7 @@ def one_rate(handle: Any, rate: int, seconds: int, dsn: str) -> dict[str, float]
     from workloads.k8s.watch import Watcher, WatchSpec
 
     api, ns = KubeApi(handle.kubeconfig), f"b2-{rate}-{uuid.uuid4().hex[:6]}"
-    api.create("/api/v1/namespaces", {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": ns}})
+    api.create_namespace(ns)
     sink, stop = DbSink(dsn), threading.Event()
     arrivals: dict[str, float] = {}
     polled: dict[str, float] = {}

@@ -99,9 +99,7 @@ class Direct:
 
     def __init__(self, api: KubeApi) -> None:
         self.api = api
-        api.create(
-            "/api/v1/namespaces", {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": DIRECT_NS}}
-        )
+        api.create_namespace(DIRECT_NS)
 
     def submit(self, client: int, index: int) -> str:
         name = f"b4-pod-{index}"

@@ -167,7 +167,7 @@ def create_pods(api: KubeApi, count: int) -> list[str]:
 
     namespaces = [f"b9-team-{i}" for i in range(max(1, count // PODS_PER_NS))]
     for ns in namespaces:
-        api.create("/api/v1/namespaces", {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": ns}})
+        api.create_namespace(ns)
     names = [(ns, f"{ns}-pod-{i}") for ns in namespaces for i in range(PODS_PER_NS)]
     with ThreadPoolExecutor(max_workers=8) as pool:
         list(pool.map(lambda p: api.create(f"/api/v1/namespaces/{p[0]}/pods", bare_pod(p[1])), names))

@@ -13,6 +13,7 @@ import http.client
 import ssl
 import tempfile
 import threading
+import time
 from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
@@ -109,6 +110,23 @@ class KubeApi:
             if exc.status == 409:
                 return None
             raise
+
+    def create_namespace(self, name: str, timeout: float = 120.0) -> None:
+        """Create a namespace (idempotent) and wait for its default ServiceAccount: a pod created
+        before the controller-manager makes it is refused (403), and a busy control plane (hundreds
+        of nodes just added) can take seconds to."""
+        self.create(
+            "/api/v1/namespaces", {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": name}}
+        )
+        deadline = time.monotonic() + timeout
+        while True:
+            try:
+                self.get(f"/api/v1/namespaces/{name}/serviceaccounts/default")
+                return
+            except KubeApiError as exc:
+                if exc.status != 404 or time.monotonic() > deadline:
+                    raise
+            time.sleep(0.2)
 
     def delete(self, path: str) -> None:
         try:
