@@ -9,7 +9,7 @@ headroom. The namespace's ResourceQuota is the backstop the API server enforces.
 Steps of `admission_cycle()` (each write is a compare-and-swap, so a second runner is harmless):
 
 1. Read the live nodes and pods from the cluster, outside any transaction (no lock is ever held
-   across a Kubernetes call).
+   across a Kubernetes call), or take them from the controller's watch-fed copy when it gives one.
 2. In one transaction under the Postgres advisory lock: requeue preempted jobs whose pods are gone,
    build the `ClusterState`, call `plan_cycle`.
 3. Withdraw notices no longer needed; store new notices (deadline) and notify the owners.
@@ -27,7 +27,7 @@ from datetime import datetime
 from django.db import connection, transaction
 from django.utils import timezone
 
-from workloads.admission.live import live_cluster
+from workloads.admission.live import LiveCluster, live_cluster
 from workloads.admission.state import cluster_state
 from workloads.k8s.client import KubeClient, get_client
 from workloads.queue import plan_cycle
@@ -49,14 +49,18 @@ def _lock() -> None:
             cursor.execute("SELECT pg_advisory_xact_lock(%s)", [ADMISSION_LOCK])
 
 
-def admission_pass(client: KubeClient | None = None) -> list[int]:
-    """Admit what fits now, preempt what the notices allow, store explanations; returns ids admitted."""
-    return admission_cycle(client=client)
+def admission_pass(client: KubeClient | None = None, *, live: LiveCluster | None = None) -> list[int]:
+    """Admit what fits now, preempt what the notices allow, store explanations; returns ids admitted.
+    `live`: the cluster as the caller already holds it; read from the API server when None."""
+    return admission_cycle(client=client, live=live)
 
 
-def admission_cycle(*, client: KubeClient | None = None, now: datetime | None = None) -> list[int]:
+def admission_cycle(
+    *, client: KubeClient | None = None, now: datetime | None = None, live: LiveCluster | None = None
+) -> list[int]:
     """One cycle; returns the ids admitted."""
-    live = live_cluster(client or get_client())
+    if live is None:
+        live = live_cluster(client or get_client())
     changed: list[int] = []
     with transaction.atomic():
         _lock()

@@ -7,7 +7,9 @@ into the cluster past the portal is still seen. MPS slices (`nvidia.com/gpu.shar
 `allocatable / slices_per_gpu` shared GPUs, filled in index order by the slices in use.
 
 Nodes come from the cluster (not the gpu app's mirror), so the queue works when the node watch
-is not running. The reads are two LISTs made before any database transaction is opened.
+is not running. The reads are two LISTs made before any database transaction is opened, or, in the
+controller, the copies its node and pod watches keep (`controller.cluster_cache`), which hold each
+pod as `pod_projection` trims it: the fields this module reads, no more.
 """
 
 from __future__ import annotations
@@ -58,14 +60,28 @@ class LiveCluster:
 def live_cluster(client: KubeClient) -> LiveCluster:
     nodes = (client.get(paths.NODES) or {}).get("items") or []
     pods = (client.get(paths.ALL_PODS) or {}).get("items") or []
-    return LiveCluster(list(nodes), [p for p in pods if _live(p)])
+    return LiveCluster(list(nodes), [p for p in pods if is_live_pod(p)])
+
+
+def pod_projection(pod: Obj) -> Obj:
+    """What node_states and the job uid sets read of a pod; a 20,000-pod copy stays small."""
+    meta, spec = pod.get("metadata") or {}, pod.get("spec") or {}
+    containers = [
+        {"resources": {"requests": dict((c.get("resources") or {}).get("requests") or {})}}
+        for c in spec.get("containers") or []
+    ]
+    return {
+        "metadata": {k: meta[k] for k in ("name", "namespace", "uid", "labels") if k in meta},
+        "spec": {"nodeName": spec.get("nodeName") or "", "containers": containers},
+        "status": {"phase": (pod.get("status") or {}).get("phase") or ""},
+    }
 
 
 def _labels(obj: Obj) -> dict[str, str]:
     return dict((obj.get("metadata") or {}).get("labels") or {})
 
 
-def _live(pod: Obj) -> bool:
+def is_live_pod(pod: Obj) -> bool:
     return (pod.get("status") or {}).get("phase") not in TERMINAL_PHASES
 
 

@@ -1,7 +1,8 @@
 """The controller process: leader election, watches, the admission loop and the outbox.
 
 Run with `python manage.py controller`. It holds the long-lived watch streams (never inside a
-Celery task) and turns every change into a short id-keyed Celery task (`controller.watches`); it
+Celery task), keeps a copy of the nodes and live pods from two of them for its admission pass
+(`cluster_cache`), and turns every change into a short id-keyed Celery task (`controller.watches`); it
 writes to the database only through the outbox dispatcher, the node mirror and the admission pass.
 A second replica waits on the Lease.
 """
@@ -17,6 +18,7 @@ from django.db import close_old_connections
 
 from workloads import app_settings
 from workloads.admission.cycle import admission_pass
+from workloads.controller.cluster_cache import ClusterCache
 from workloads.controller.counts import WatchCounts
 from workloads.controller.watches import EVENTS, WATCH_SPECS
 from workloads.k8s.client import KubeClient, get_client
@@ -40,7 +42,10 @@ class Controller:
             name="gpu-portal-controller",
             identity=self.identity,
         )
-        self.watchers = [Watcher(client=self.client, spec=factory()) for factory in WATCH_SPECS]
+        self.cache = ClusterCache()
+        specs = self.cache.specs([factory() for factory in WATCH_SPECS])
+        self.watchers = [Watcher(client=self.client, spec=spec) for spec in specs]
+        self.cache.bind(self.watchers)
         self.watch_counts = WatchCounts(self.watchers)
 
     def run(self, stop: threading.Event) -> None:
@@ -73,7 +78,7 @@ class Controller:
         try:
             self.watch_counts.flush()
             close_old_connections()
-            admission_pass()
+            admission_pass(self.client, live=self.cache.live())
             outbox_dispatch()
         except Exception:
             log.warning("controller tick failed; retrying", exc_info=True)

@@ -12,6 +12,11 @@ Protocol (Kubernetes API concepts, "Efficient detection of changes"):
    `relist_interval_s` anyway, since a level-triggered controller must not trust the stream alone.
 6. A stream that ends at once with nothing in it (a proxy that closes watches, a server shedding
    load) backs off too: a clean end is not proof of health, and reconnecting at once would spin.
+
+`current` says whether what the watch delivered is the cluster as it is, give or take the stream's
+lag: true after a list and after each line of a stream resumed from the last resourceVersion (which
+misses nothing), false from a failed round or an empty one until the next list or line. A reader of
+a watch-fed copy (`k8s.store`) trusts it only while this is true.
 """
 
 from __future__ import annotations
@@ -85,6 +90,7 @@ class Watcher:
         self.resource_version: str | None = None
         self._listed_at = 0.0
         self._relisted_after_gone_at = -1e9
+        self.current = False
 
     def _query(self) -> dict[str, str]:
         return {"labelSelector": self.spec.label_selector} if self.spec.label_selector else {}
@@ -116,6 +122,7 @@ class Watcher:
         self.stats.relist_times.append(time.time())
         del self.stats.relist_times[:-RELIST_HISTORY]
         self._listed_at = time.monotonic()
+        self.current = True
         return version
 
     def _handle_line(self, line: bytes) -> None:
@@ -132,6 +139,7 @@ class Watcher:
             self.spec.on_event(str(kind), self._shrink(obj))
         if rv:
             self.resource_version = rv
+        self.current = True
 
     def watch_once(self, stop: threading.Event) -> int:
         """Follow one watch stream until it ends, the stop is set, or a relist is due; returns how
@@ -169,12 +177,17 @@ class Watcher:
     def step(self, stop: threading.Event) -> bool:
         """One list-or-watch round; raises what the loop in `run` handles. False when the stream
         ended at once with nothing in it (the loop backs off as for an error)."""
-        if self.resource_version is None or self._relist_due():
-            self.resource_version = self.relist()
-        started = time.monotonic()
-        read = self.watch_once(stop)
+        try:
+            if self.resource_version is None or self._relist_due():
+                self.resource_version = self.relist()
+            started = time.monotonic()
+            read = self.watch_once(stop)
+        except BaseException:
+            self.current = False
+            raise
         quick = read == 0 and time.monotonic() - started < QUICK_END_S and not stop.is_set()
         if quick:
+            self.current = False
             self.stats.quick_ends += 1
         return not quick
 

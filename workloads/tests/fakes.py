@@ -27,7 +27,8 @@ class FakeKube:
     def get(self, path: str, query: dict[str, str] | None = None) -> dict[str, Any] | None:
         self.calls.append(("GET", path))
         if path == "/api/v1/nodes":
-            return {"items": orjson.loads(orjson.dumps(self.nodes))}
+            by_name = sorted(self.nodes, key=lambda n: str(n["metadata"]["name"]))  # as the API server lists
+            return {"items": orjson.loads(orjson.dumps(by_name))}
         if path == "/api/v1/pods":
             return {"items": [o for p, o in self.objects.items() if "/pods/" in p]}
         if path in self.objects:

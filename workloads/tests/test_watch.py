@@ -9,7 +9,7 @@ from typing import Any
 import orjson
 import pytest
 
-from workloads.k8s.errors import K8sGoneError
+from workloads.k8s.errors import K8sError, K8sGoneError
 from workloads.k8s.watch import Watcher, WatchSpec
 
 
@@ -114,3 +114,21 @@ def test_ten_thousand_events_leave_the_watcher_no_bigger() -> None:
         tracemalloc.stop()
     assert watcher.stats.events == 11_000
     assert grown < 64 * 1024, grown  # the 10,000 events themselves are over 2 MB
+
+
+def test_current_holds_from_a_list_or_a_line_until_a_round_fails() -> None:
+    added = {"type": "ADDED", "object": {"metadata": {"name": "x", "resourceVersion": "11"}}}
+    client = Scripted([[added], K8sError(500, "etcd timeout"), [], [added]])
+    watcher = Watcher(client=client, spec=_spec())  # type: ignore[arg-type]
+    stop = threading.Event()
+    assert not watcher.current  # nothing listed yet
+    watcher.step(stop)  # a list, then a line
+    assert watcher.current
+    with pytest.raises(K8sError):
+        watcher.step(stop)  # the watch fails: events may be missed until it is back
+    assert not watcher.current
+    watcher.step(stop)  # back, but ended at once with nothing: no proof yet
+    assert not watcher.current
+    watcher.step(stop)  # resumed from the last version and a line came: nothing was missed
+    assert watcher.current
+    assert client.lists == 1

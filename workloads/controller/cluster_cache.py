@@ -1,0 +1,74 @@
+"""The controller's watch-fed copy of the cluster's nodes and live pods, for its admission pass.
+
+The pass runs every tick (2 s) and needs every node and every live pod. LISTing them each time
+cost the API server a full serialization of all pods per tick (tens of megabytes at 20,000 pods)
+and this process the parsing of it. Instead the node watch the controller already runs (for the
+gpu app's mirror) and one more watch, of all pods, keep two `Store`s; `live()` answers from them
+while both streams are current (`Watcher.current`) and None otherwise (before the first list,
+after a failed round), so the pass LISTs as before. The Celery sweep's pass always LISTs.
+
+A copy lags the cluster by the stream's latency, as a LIST made a moment earlier would: a pod bound
+a moment ago but not yet seen is counted as its job's reservation on the planned node (once,
+not twice), and the namespace's ResourceQuota stays the backstop.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import replace
+from typing import Any
+
+from workloads.admission.live import LiveCluster, is_live_pod, pod_projection
+from workloads.k8s import paths
+from workloads.k8s.store import Store
+from workloads.k8s.watch import Watcher, WatchSpec
+
+Obj = dict[str, Any]
+NODES, LIVE_PODS = "nodes", "pods-all"
+
+
+def _feeding(spec: WatchSpec, store: Store) -> WatchSpec:
+    """The spec with the store fed first (it never fails), then the spec's own handlers."""
+    own_event, own_relist = spec.on_event, spec.on_relist
+
+    def on_event(kind: str, obj: Obj) -> None:
+        store.on_event(kind, obj)
+        own_event(kind, obj)
+
+    def on_relist(items: list[Obj]) -> None:
+        store.on_relist(items)
+        if own_relist is not None:
+            own_relist(items)
+        else:
+            for item in items:
+                own_event("ADDED", item)
+
+    return replace(spec, on_event=on_event, on_relist=on_relist)
+
+
+class ClusterCache:
+    def __init__(self) -> None:
+        self.nodes = Store()
+        self.pods = Store(keep=is_live_pod)
+        self._watchers: list[Watcher] = []
+
+    def specs(self, specs: Sequence[WatchSpec]) -> list[WatchSpec]:
+        """The controller's specs with the node watch feeding the node store, plus the pod watch."""
+        out = [_feeding(s, self.nodes) if s.name == NODES else s for s in specs]
+        if not any(s.name == NODES for s in specs):
+            raise ValueError("the cluster cache needs the controller's node watch")
+        pods = WatchSpec(LIVE_PODS, paths.ALL_PODS, None, self.pods.on_event, self.pods.on_relist)
+        return [*out, replace(pods, transform=pod_projection)]
+
+    def bind(self, watchers: Sequence[Watcher]) -> None:
+        """The watchers running the specs, whose health says whether the stores can be trusted."""
+        self._watchers = [w for w in watchers if w.spec.name in (NODES, LIVE_PODS)]
+
+    def live(self) -> LiveCluster | None:
+        if len(self._watchers) != 2 or not all(w.current for w in self._watchers):
+            return None
+        if not (self.nodes.synced and self.pods.synced):
+            return None
+        # By name, as a LIST returns them: placement breaks ties in node order.
+        nodes = sorted(self.nodes.items(), key=lambda n: str(n["metadata"].get("name", "")))
+        return LiveCluster(nodes, self.pods.items())
