@@ -9,6 +9,7 @@ has a safe development default or raises ImproperlyConfigured.
 
 from __future__ import annotations
 
+import sys
 from pathlib import Path
 
 import django_stubs_ext
@@ -132,6 +133,23 @@ EMBEDDED = DATABASES["default"]["ENGINE"].endswith("sqlite3")
 DB_POOL_SIZE = env.int("DB_POOL_SIZE", default=0)
 if DB_POOL_SIZE and not EMBEDDED:
     DATABASES["default"]["OPTIONS"] = {"pool": {"min_size": 2, "max_size": DB_POOL_SIZE, "timeout": 20}}
+
+
+def _role() -> str:
+    """This process's part (web, worker, beat, controller, ...): GPUPORTAL_ROLE as the chart sets it,
+    else guessed from the command line."""
+    words = [Path(arg).name for arg in sys.argv]
+    guess = next((w for w in ("worker", "beat", "controller", "provisioner", "demo") if w in words), "")
+    program = Path(sys.argv[0]) if sys.argv and sys.argv[0] not in ("", "-c") else Path("python")
+    if program.name == "__main__.py":  # python -m uvicorn: the package, not its __main__
+        program = program.parent
+    return env.str("GPUPORTAL_ROLE", default=guess or program.name)[:40]
+
+
+if not EMBEDDED:
+    # Shown in pg_stat_activity and in Postgres' connection log lines: which tier holds (or churns)
+    # connections, at a glance.
+    DATABASES["default"].setdefault("OPTIONS", {})["application_name"] = f"gpuportal-{_role()}"
 if EMBEDDED:
     # One process, several threads (web, worker, controller): WAL and immediate transactions avoid
     # "database is locked" between readers and the writer.

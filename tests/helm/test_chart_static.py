@@ -199,3 +199,16 @@ def test_only_the_web_pods_pool_their_database_connections(values: dict[str, str
             if "DB_POOL_SIZE" in env:
                 found[owner] = env["DB_POOL_SIZE"]
     assert found == {"gp-gpu-portal-web": pool}
+
+
+def test_each_portal_process_names_itself_to_postgres() -> None:
+    """GPUPORTAL_ROLE becomes the connections' application_name (settings), so pg_stat_activity and
+    Postgres' connection log say which tier a connection belongs to."""
+    roles = {}
+    for owner, spec in pod_specs(render(None, "gp", "portal", {})).items():
+        for container in spec["containers"]:
+            env = {e["name"]: e.get("value") for e in container.get("env") or []}
+            if "GPUPORTAL_ROLE" in env:
+                roles[owner] = env["GPUPORTAL_ROLE"]
+    expected = ("web", "worker", "beat", "provisioner", "controller")
+    assert roles == {f"gp-gpu-portal-{c}": c for c in expected}

@@ -39,6 +39,7 @@ spec:
           imagePullPolicy: {{ $root.Values.image.pullPolicy }}
           command: {{- toYaml .command | nindent 12 }}
           env: {{- include "gp.env" $root | nindent 12 }}
+            - {name: GPUPORTAL_ROLE, value: {{ .component }}}    # Postgres application_name
           {{- with .env }}
           {{- toYaml . | nindent 12 }}
           {{- end }}
