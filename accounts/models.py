@@ -41,6 +41,11 @@ class User(AbstractUser):
         return {event: event not in self.email_muted for event in NotifyEvent.values}
 
 
+def namespace_for(slug: str) -> str:
+    """A project's Kubernetes namespace, from its slug alone (for reads that fetch slugs, not rows)."""
+    return f"{settings.GPUPORTAL_NAMESPACE_PREFIX}{slug}"
+
+
 class Project(models.Model):
     """A tenant: one Kubernetes namespace, one quota, a set of members."""
 
@@ -59,7 +64,7 @@ class Project(models.Model):
 
     @property
     def namespace(self) -> str:
-        return f"{settings.GPUPORTAL_NAMESPACE_PREFIX}{self.slug}"
+        return namespace_for(self.slug)
 
 
 class Membership(models.Model):

@@ -143,7 +143,7 @@ def _role() -> str:
     program = Path(sys.argv[0]) if sys.argv and sys.argv[0] not in ("", "-c") else Path("python")
     if program.name == "__main__.py":  # python -m uvicorn: the package, not its __main__
         program = program.parent
-    return env.str("GPUPORTAL_ROLE", default=guess or program.name)[:40]
+    return str(env.str("GPUPORTAL_ROLE", default=guess or program.name))[:40]
 
 
 if not EMBEDDED:

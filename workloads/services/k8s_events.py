@@ -12,8 +12,8 @@ from typing import Any
 
 from django.utils import timezone
 
+from accounts.models import namespace_for
 from plugin.names import parse_time
-from workloads import app_settings
 from workloads.choices import EventKind
 from workloads.models import Job, JobEvent
 
@@ -40,9 +40,8 @@ def k8s_events_record(*, events: list[Event]) -> int:
     Only an event in its job's own namespace counts: the uid in a pod's name is no proof on its own,
     since another tenant can name a pod after a job that is not theirs."""
     wanted = {e["job_uid"] for e in events if e.get("uid")}
-    prefix = app_settings.namespace_prefix()  # a project's namespace is the prefix and its slug
     jobs = {
-        str(uid): (pk, f"{prefix}{slug}")
+        str(uid): (pk, namespace_for(slug))
         for uid, pk, slug in Job.objects.filter(uid__in=wanted).values_list("uid", "pk", "project__slug")
     }
     rows: dict[str, JobEvent] = {}  # by event uid: the last one seen wins (its count is the highest)

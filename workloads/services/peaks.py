@@ -17,6 +17,7 @@ from typing import Any
 
 from django.db import connection, transaction
 
+from accounts.models import namespace_for
 from gpu.peaks import PodReading
 from workloads import app_settings
 from workloads.models import Job
@@ -72,10 +73,10 @@ def _record(grouped: dict[str, list[PodReading]]) -> int:
         .filter(uid__in=list(grouped))
         .values_list("pk", "uid", "project__slug", "telemetry_until")
     )
-    busy_pct, prefix = app_settings.busy_sm_pct(), app_settings.namespace_prefix()
+    busy_pct = app_settings.busy_sm_pct()
     found: dict[int, Figures] = {}
     for pk, uid, slug, until in rows:
-        own = [r for r in grouped[str(uid)] if r.namespace == f"{prefix}{slug}"]  # Project.namespace
+        own = [r for r in grouped[str(uid)] if r.namespace == namespace_for(slug)]
         if own:
             found[pk] = figures(own, since=until, busy_pct=busy_pct)
     if not found:
