@@ -1,6 +1,6 @@
 """The controller's watch-fed copy of nodes and live pods against the real control plane: after a
-GPU pod is bound and after it is deleted, the copy gives the admission queue the same nodes as a
-LIST of the cluster does."""
+GPU pod is scheduled and after it is deleted, the copy gives the admission queue the same nodes
+(and the same bound jobs) as a LIST of the cluster does."""
 
 from __future__ import annotations
 
@@ -16,6 +16,7 @@ from workloads.admission.live import LiveCluster, live_cluster, node_states
 from workloads.controller.cluster_cache import ClusterCache
 from workloads.k8s import paths
 from workloads.k8s.client import RealKubeClient
+from workloads.k8s.labels import PROJECT_LABEL, UID_LABEL
 from workloads.k8s.watch import Watcher, WatchSpec
 from workloads.queue import NodeState
 
@@ -63,7 +64,12 @@ def test_the_copy_matches_a_list_after_a_pod_is_bound_and_deleted(
     kube.create("/api/v1/namespaces", {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": ns}})
     try:
         wait_for(lambda: kube.get(f"/api/v1/namespaces/{ns}/serviceaccounts/default"), 60, "default SA")
-        kube.create(f"/api/v1/namespaces/{ns}/pods", _gpu_pod("held", 2, node.name))
+        # Pinned by a node selector, not nodeName: the scheduler binds it, so the copy sees it
+        # created unbound and then bound (a MODIFIED event), as a job's pod is.
+        pod = _gpu_pod("held", 2)
+        pod["metadata"]["labels"] = {UID_LABEL: f"uid-{ns}", PROJECT_LABEL: ns}
+        pod["spec"]["nodeSelector"] = {"kubernetes.io/hostname": node.name}
+        kube.create(f"/api/v1/namespaces/{ns}/pods", pod)
 
         def held() -> tuple[NodeState, ...] | None:
             states = _agree(cache, kube)
@@ -71,6 +77,9 @@ def test_the_copy_matches_a_list_after_a_pod_is_bound_and_deleted(
             return states if mine is not None and mine.free_gpus <= node.free_gpus - 2 else None
 
         wait_for(held, 60, "the bound pod's 2 GPUs taken in the copy")
+        copy = cache.live()
+        assert copy is not None
+        assert f"uid-{ns}" in copy.bound_job_uids()
         kube.delete(f"/api/v1/namespaces/{ns}/pods/held")
 
         def gone() -> bool:

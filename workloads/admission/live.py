@@ -1,4 +1,4 @@
-"""Live node capacity for the admission queue, read from the cluster each cycle.
+"""Live node capacity for the admission queue, from the cluster as it is at each cycle.
 
 Free whole GPUs on a node = allocatable `nvidia.com/gpu` minus the requests of the bound,
 non-terminal pods on it, minus the GPUs of portal jobs admitted onto it (`Job.planned_node`) whose

@@ -53,6 +53,8 @@ class Controller:
         if not self.elector.acquire(stop):
             return
         inner = threading.Event()
+        for watcher in self.watchers:
+            watcher.distrust()  # a copy from an earlier term of leadership is not this one's
         threads = [threading.Thread(target=self.elector.renew_loop, args=(inner,), daemon=True)]
         threads += [
             threading.Thread(target=w.run, args=(inner,), name=f"watch-{w.spec.name}", daemon=True)

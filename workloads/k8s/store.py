@@ -1,7 +1,7 @@
 """A watch-fed copy of one kind of object (the store half of client-go's informer, no more).
 
 Give its `on_event` and `on_relist` to a WatchSpec and it holds the objects the watch has seen,
-by namespace and name (client-go's key), so a reader gets the cluster without a LIST. `keep` says
+by "namespace/name" ("/name" for a node), so a reader gets the cluster without a LIST. `keep` says
 which objects it holds: an object that stops being kept (a pod that ended) is dropped, as is one
 DELETED. A relist replaces everything, so an object deleted while the stream was down does not
 linger.
@@ -30,7 +30,7 @@ class Store:
         self._keep = keep or (lambda obj: True)
         self._objects: dict[str, Obj] = {}
         self._lock = threading.Lock()
-        self.synced = False  # a full list has been applied
+        self.synced = False  # a full list has ever been applied (never reset: see Watcher.current)
 
     def on_event(self, kind: str, obj: Obj) -> None:
         key = _key(obj)

@@ -15,8 +15,11 @@ Protocol (Kubernetes API concepts, "Efficient detection of changes"):
 
 `current` says whether what the watch delivered is the cluster as it is, give or take the stream's
 lag: true after a list and after each line of a stream resumed from the last resourceVersion (which
-misses nothing), false from a failed round or an empty one until the next list or line. A reader of
-a watch-fed copy (`k8s.store`) trusts it only while this is true.
+misses nothing); false after a failed round or one that ended at once with nothing in it, until the
+next list or line; and false while no line has come for QUIET_LIMIT_S, since kube-apiserver sends a
+bookmark about every minute (its cacher's bookmark frequency), so a longer silence is a stalled
+stream. A reader of a watch-fed copy (`k8s.store`) trusts it only while this is true. (A backlog
+replayed after a resume makes it true at its first line: the copy catches up within that replay.)
 """
 
 from __future__ import annotations
@@ -39,11 +42,12 @@ log = logging.getLogger(__name__)
 Obj = dict[str, Any]
 RELIST_HISTORY = 64  # relist times kept for the stats: enough for a rate, bounded for a long run
 QUICK_END_S = 1.0  # a stream shorter than this with no line in it counts as a failed one
+QUIET_LIMIT_S = 90.0  # bookmarks come about every 60 s; no line for this long means a stalled stream
 
 
 @dataclass(frozen=True)
 class WatchSpec:
-    name: str  # "jobs", "pods", "events", later "nodes"
+    name: str  # "jobs", "pods", "events", "nodes", "pods-all"
     path: str  # e.g. "/apis/batch/v1/jobs", "/api/v1/pods", "/api/v1/events", "/api/v1/nodes"
     label_selector: str | None
     on_event: Callable[[str, Obj], None]  # (ADDED|MODIFIED|DELETED, raw object dict)
@@ -90,7 +94,20 @@ class Watcher:
         self.resource_version: str | None = None
         self._listed_at = 0.0
         self._relisted_after_gone_at = -1e9
-        self.current = False
+        self._current = False
+        self._heard_at = -1e9  # the last list or line
+
+    @property
+    def current(self) -> bool:
+        return self._current and time.monotonic() - self._heard_at < QUIET_LIMIT_S
+
+    def _heard(self) -> None:
+        self._heard_at = time.monotonic()
+        self._current = True
+
+    def distrust(self) -> None:
+        """What was delivered may not be the cluster any more (a failed round, a fresh start)."""
+        self._current = False
 
     def _query(self) -> dict[str, str]:
         return {"labelSelector": self.spec.label_selector} if self.spec.label_selector else {}
@@ -122,7 +139,7 @@ class Watcher:
         self.stats.relist_times.append(time.time())
         del self.stats.relist_times[:-RELIST_HISTORY]
         self._listed_at = time.monotonic()
-        self.current = True
+        self._heard()
         return version
 
     def _handle_line(self, line: bytes) -> None:
@@ -139,7 +156,7 @@ class Watcher:
             self.spec.on_event(str(kind), self._shrink(obj))
         if rv:
             self.resource_version = rv
-        self.current = True
+        self._heard()
 
     def watch_once(self, stop: threading.Event) -> int:
         """Follow one watch stream until it ends, the stop is set, or a relist is due; returns how
@@ -183,11 +200,11 @@ class Watcher:
             started = time.monotonic()
             read = self.watch_once(stop)
         except BaseException:
-            self.current = False
+            self.distrust()
             raise
         quick = read == 0 and time.monotonic() - started < QUICK_END_S and not stop.is_set()
         if quick:
-            self.current = False
+            self.distrust()
             self.stats.quick_ends += 1
         return not quick
 

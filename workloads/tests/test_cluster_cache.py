@@ -8,9 +8,15 @@ from typing import Any
 
 import pytest
 
-from workloads.admission.live import live_cluster, node_states, pod_projection
+from plugin.names import GPU_RESOURCE, SHARED_RESOURCE
+from tests.fixtures.personas import World
+from workloads.admission.live import LiveCluster, node_states, pod_projection
+from workloads.choices import JobState
 from workloads.controller import loop
+from workloads.k8s.labels import PROJECT_LABEL, UID_LABEL
 from workloads.k8s.store import Store
+from workloads.services import jobs as services
+from workloads.tests.conftest import IMAGE
 from workloads.tests.fakes import FakeKube, fake_node
 
 pytestmark = pytest.mark.django_db(transaction=True)  # the node watch closes old connections
@@ -65,24 +71,59 @@ def test_the_copy_is_trusted_only_once_both_streams_are_current() -> None:
     assert [n["metadata"]["name"] for n in live.nodes] == ["n0", "n1"]  # as a LIST orders them
     assert sorted(p["metadata"]["name"] for p in live.pods) == ["a", "b"]  # the ended pod left out
     assert all(p == pod_projection(p) for p in live.pods)  # trimmed to what admission reads
-    next(w for w in controller.watchers if w.spec.name == "pods-all").current = False  # its stream failed
+    next(w for w in controller.watchers if w.spec.name == "pods-all").distrust()  # its stream failed
     assert controller.cache.live() is None
 
 
-def test_a_tick_admits_from_the_copy_with_no_list_and_as_a_list_would() -> None:
-    kube = _kube()
-    controller = loop.Controller(client=kube, identity="test")
+def test_a_tick_places_a_job_from_the_copy_with_no_list(
+    jobs_world: World, fake_kube: FakeKube, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    monkeypatch.setattr(loop, "outbox_dispatch", lambda: None)  # no broker here; the pass is under test
+    fake_kube.nodes = [fake_node("n0"), fake_node("n1")]
+    fake_kube.objects["/api/v1/namespaces/other/pods/full"] = _pod("full", "n0", 4)  # not the portal's
+    controller = loop.Controller(client=fake_kube, identity="test")
     _listed(controller)
-    live = controller.cache.live()
-    assert live is not None
-    listed = live_cluster(kube)
-    assert node_states(live, reserved={}, slices_per_gpu=4) == node_states(
-        listed, reserved={}, slices_per_gpu=4
+    job = services.job_submit(
+        actor=jobs_world.member, project=jobs_world.alpha, data={"image": IMAGE, "gpus": 4}
     )
-    kube.calls.clear()
+    fake_kube.calls.clear()
     controller.tick()
-    assert ("GET", "/api/v1/pods") not in kube.calls
-    assert ("GET", "/api/v1/nodes") not in kube.calls
-    next(w for w in controller.watchers if w.spec.name == "nodes").current = False
+    assert "controller tick failed" not in caplog.text
+    assert ("GET", "/api/v1/pods") not in fake_kube.calls
+    assert ("GET", "/api/v1/nodes") not in fake_kube.calls
+    job.refresh_from_db()
+    assert (job.state, job.planned_node) == (JobState.ADMITTED, "n1")  # n0 is full in the copy
+    next(w for w in controller.watchers if w.spec.name == "nodes").distrust()
     controller.tick()
-    assert ("GET", "/api/v1/pods") in kube.calls  # not trusted: the pass lists, as before
+    assert ("GET", "/api/v1/pods") in fake_kube.calls  # not trusted: the pass lists, as before
+
+
+def _rich(name: str, node: str, requests: dict[str, str], phase: str = "Running") -> dict[str, Any]:
+    pod = _pod(name, node, 0, phase)
+    pod["metadata"]["labels"] = {UID_LABEL: f"uid-{name}", PROJECT_LABEL: "alpha", "app": "x"}
+    pod["metadata"]["managedFields"] = [{"manager": "kubelet"}]
+    container = pod["spec"]["containers"][0]
+    container["resources"] = {"requests": requests, "limits": requests}
+    container["env"] = [{"name": "A", "value": "1"}]
+    pod["status"]["conditions"] = [{"type": "Ready", "status": "True"}]
+    return pod
+
+
+def test_the_projection_keeps_all_admission_reads() -> None:
+    shared = {SHARED_RESOURCE: "2", "cpu": "1500m", "memory": "3Gi"}
+    pods = [
+        _rich("whole", "n0", {GPU_RESOURCE: "2", "cpu": "2", "memory": "8Gi"}),
+        _rich("slices", "n1", shared),
+        _rich("pending", "", {GPU_RESOURCE: "1"}, phase="Pending"),  # not bound yet
+        _pod("foreign", "n1", 1),  # no portal labels: its namespace is its tenant
+    ]
+    nodes = [fake_node("n0"), fake_node("n1")]
+    for node in nodes:
+        node["status"]["allocatable"].update({"cpu": "64", "memory": "512Gi"})
+    raw, projected = LiveCluster(nodes, pods), LiveCluster(nodes, [pod_projection(p) for p in pods])
+    assert node_states(projected, reserved={}, slices_per_gpu=4) == node_states(
+        raw, reserved={}, slices_per_gpu=4
+    )
+    assert projected.job_uids() == raw.job_uids() == {"uid-whole", "uid-slices", "uid-pending"}
+    assert projected.bound_job_uids() == raw.bound_job_uids() == {"uid-whole", "uid-slices"}
+    assert "managedFields" not in projected.pods[0]["metadata"]

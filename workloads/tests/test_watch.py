@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 import threading
+import time
 from collections.abc import Iterator
 from typing import Any
 
 import orjson
 import pytest
 
+from workloads.k8s import watch
 from workloads.k8s.errors import K8sError, K8sGoneError
 from workloads.k8s.watch import Watcher, WatchSpec
 
@@ -132,3 +134,16 @@ def test_current_holds_from_a_list_or_a_line_until_a_round_fails() -> None:
     watcher.step(stop)  # resumed from the last version and a line came: nothing was missed
     assert watcher.current
     assert client.lists == 1
+
+
+def test_a_stream_silent_past_the_bookmark_interval_is_not_current(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(watch, "QUIET_LIMIT_S", 0.2)  # stands for 90 s: bookmarks come about every 60 s
+    bookmark = {"type": "BOOKMARK", "object": {"metadata": {"resourceVersion": "12"}}}
+    client = Scripted([[bookmark], [bookmark]])
+    watcher = Watcher(client=client, spec=_spec())  # type: ignore[arg-type]
+    watcher.step(threading.Event())
+    assert watcher.current
+    time.sleep(0.3)  # a stalled stream: connected, nothing arriving
+    assert not watcher.current
+    watcher.step(threading.Event())  # a bookmark: the stream is alive again
+    assert watcher.current
