@@ -3,6 +3,7 @@ does not exist."""
 
 from __future__ import annotations
 
+from collections.abc import Collection
 from datetime import datetime
 from typing import Any
 
@@ -164,9 +165,15 @@ def grant_list(*, user: User) -> QuerySet[QuotaGrant]:
     )
 
 
-def jobs_needing_reconcile() -> list[int]:
-    """Every job the sweep must look at again: not terminal, or terminal with cluster work left."""
-    live = Job.objects.exclude(state__in=TERMINAL_STATES).values_list("pk", flat=True)
+def jobs_needing_reconcile(*, queued_at_rest: Collection[str] = ()) -> list[int]:
+    """Every job the sweep must look at again: not terminal, or terminal with cluster work left.
+    `queued_at_rest`: uids of jobs whose Kubernetes Job is suspended with no pod running, left out
+    while the job is queued and recorded as made (nothing to converge)."""
+    live = Job.objects.exclude(state__in=TERMINAL_STATES)
+    if queued_at_rest:
+        live = live.exclude(
+            state=JobState.QUEUED, created_in_cluster_at__isnull=False, uid__in=list(queued_at_rest)
+        )
     cancelled = Job.objects.filter(state=JobState.CANCELLED, deleted_in_cluster_at__isnull=True).values_list(
         "pk", flat=True
     )
@@ -175,7 +182,7 @@ def jobs_needing_reconcile() -> list[int]:
         .exclude(pod_name="")
         .values_list("pk", flat=True)
     )
-    return sorted(set(live) | set(cancelled) | set(unlogged))
+    return sorted(set(live.values_list("pk", flat=True)) | set(cancelled) | set(unlogged))
 
 
 def project_claims(*, project: Project) -> dict[str, ProjectVolume]:

@@ -282,12 +282,48 @@ def orphans_report(*, cluster_jobs: list[dict[str, Any]]) -> list[OrphanReport]:
 
 
 def sweep(*, client: KubeClient) -> int:
-    """Re-enqueue every job with cluster work left (stops at the first broker failure: the outbox
-    keeps the rest), then report orphans. Returns how many jobs it looked at."""
-    ids = jobs_needing_reconcile()
+    """Re-enqueue every job with cluster work left, but for queued jobs at rest (stops at the first
+    broker failure: the outbox keeps the rest), then report orphans. Returns how many it enqueued.
+
+    One LIST of the managed Jobs serves both. A queued job whose Job the list shows suspended with
+    no pod running has nothing to converge, and its reconcile (a GET, a pod LIST and a handful of
+    queries) would be repeated for every waiting job every sweep; a change to its Job (un-suspended,
+    deleted) shows in the list and brings it back. When the list fails, every job is enqueued, as
+    before, and the error is raised."""
+    query = {"labelSelector": labels.MANAGED_SELECTOR}
+    try:
+        cluster_jobs = list_all(client, paths.ALL_JOBS, query, keep=_sweep_view)
+    except Exception:
+        _enqueue(jobs_needing_reconcile())
+        raise
+    ids = jobs_needing_reconcile(queued_at_rest=_queued_at_rest(cluster_jobs))
+    _enqueue(ids)
+    orphans_report(cluster_jobs=cluster_jobs)
+    return len(ids)
+
+
+def _enqueue(ids: list[int]) -> None:
     for job_id in ids:
         if not enqueue_reconcile(job_id):
             break
-    query = {"labelSelector": labels.MANAGED_SELECTOR}
-    orphans_report(cluster_jobs=list_all(client, paths.ALL_JOBS, query, keep=metadata_only))
-    return len(ids)
+
+
+def _sweep_view(obj: Obj) -> Obj:
+    """What the sweep reads of a Job: its metadata, whether it is suspended, its running pods."""
+    status = obj.get("status") or {}
+    return {
+        **metadata_only(obj),
+        "spec": {"suspend": bool((obj.get("spec") or {}).get("suspend"))},
+        "status": {"active": int(status.get("active") or 0)},
+    }
+
+
+def _queued_at_rest(cluster_jobs: list[Obj]) -> set[str]:
+    """Job uids (the portal's label, when it is a uid at all) whose Job is suspended with no pod
+    running."""
+    uids = (str((job["metadata"].get("labels") or {}).get(labels.UID_LABEL, "")) for job in cluster_jobs)
+    return {
+        uid
+        for uid, job in zip(uids, cluster_jobs, strict=True)
+        if UUID.fullmatch(uid) and job["spec"]["suspend"] and not job["status"]["active"]
+    }
