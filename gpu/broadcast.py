@@ -8,6 +8,11 @@ token bucket: a message goes out at once when a token is there, later ones are m
 per GPU wins, and sent when the next token comes). So a group gets at most about one frame per
 interval from each process, and consumers coalesce again per socket. Delivery is
 at-most-once like every channel layer: pages resync from the database on (re)connect.
+
+At most SEND_CONCURRENCY group sends are in flight at once: every group fires within one interval,
+and a process feeding 1,000 node groups would otherwise ask the channel layer for 1,000 Redis
+connections at once (RedisChannelLayer's pool stops at 100, and each send beyond it failed:
+measured in B7 at 1,000 sockets). Sends wait their turn instead; the next frame merges meanwhile.
 """
 
 from __future__ import annotations
@@ -28,6 +33,7 @@ from gpu import app_settings
 from gpu.messages import GpuFrame, GroupMessage, NodeFrame, NodeStateMessage, SamplesMessage
 
 log = logging.getLogger(__name__)
+SEND_CONCURRENCY = 32  # well under the layer's Redis pool (100), which this process's consumers share
 
 Sender = Callable[[str, GroupMessage], Coroutine[Any, Any, None]]
 
@@ -121,8 +127,18 @@ class Publisher:
                 loop = asyncio.new_event_loop()
                 threading.Thread(target=loop.run_forever, name="gpu-broadcast", daemon=True).start()
                 self._loop, self._pid = loop, os.getpid()
-                self._coalescer = Coalescer(app_settings.push_interval_s(), self._send, loop)
+                self._coalescer = Coalescer(app_settings.push_interval_s(), self._bounded(), loop)
             return self._coalescer
+
+    def _bounded(self) -> Sender:
+        """`_send` behind a semaphore of the new loop (one per process: a fork starts a new loop)."""
+        sending = asyncio.Semaphore(SEND_CONCURRENCY)
+
+        async def send(group: str, message: GroupMessage) -> None:
+            async with sending:
+                await self._send(group, message)
+
+        return send
 
     async def _send(self, group: str, message: GroupMessage) -> None:
         message["sent_at"] = time.time()
