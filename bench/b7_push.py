@@ -24,6 +24,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+from bench import cpu as cpu_use
 from bench.common import Profile, Result, log, percentile
 from bench.procs import free_port, wait_port
 
@@ -192,7 +193,11 @@ async def _measure(
     if thread:
         thread.start()
     measure_from[0] = time.time() + 1.0
+    cpu, started = cpu_use.snapshot(), time.monotonic()
     await asyncio.sleep(1.0 + seconds)
+    spent: dict[str, float] = {}
+    cpu_use.spent(cpu, cpu_use.snapshot(), spent)
+    log(f"B7:   CPU while measured: {cpu_use.describe(spent, time.monotonic() - started)}")
     pub_stop.set()
     stop.set()
     await asyncio.gather(*tasks, return_exceptions=True)
