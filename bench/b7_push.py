@@ -19,6 +19,7 @@ import sys
 import tempfile
 import threading
 import time
+import uuid
 from collections.abc import Iterator
 from datetime import UTC, datetime
 from pathlib import Path
@@ -95,12 +96,12 @@ async def raw_app(scope: dict[str, Any], receive: Any, send: Any) -> None:
 
 
 # --- servers ------------------------------------------------------------------------------------
-def _settings_module(tmp: Path, layer: str) -> str:
+def _settings_module(tmp: Path, layer: str, prefix: str) -> str:
     name = f"b7_settings_{layer}"
     (tmp / f"{name}.py").write_text(
         "from portal.settings import *  # noqa\n"
         f"CHANNEL_LAYERS = {{'default': {{'BACKEND': '{LAYERS[layer]}',\n"
-        "                             'CONFIG': {'hosts': [REDIS_URL]}}}\n"
+        f"                             'CONFIG': {{'hosts': [REDIS_URL], 'prefix': '{prefix}'}}}}}}\n"
     )
     return name
 
@@ -245,12 +246,12 @@ def _prepare(nodes: int) -> tuple[list[str], str]:
     return names, f"{settings.SESSION_COOKIE_NAME}={client.cookies[settings.SESSION_COOKIE_NAME].value}"
 
 
-def _use_layer(layer: str) -> None:
+def _use_layer(layer: str, prefix: str) -> None:
     from channels.layers import channel_layers
     from django.conf import settings
 
     settings.CHANNEL_LAYERS = {
-        "default": {"BACKEND": LAYERS[layer], "CONFIG": {"hosts": [settings.REDIS_URL]}}
+        "default": {"BACKEND": LAYERS[layer], "CONFIG": {"hosts": [settings.REDIS_URL], "prefix": prefix}}
     }
     channel_layers.backends.clear()
 
@@ -285,7 +286,10 @@ def run(profile: Profile) -> Iterator[Result]:
             runs[(server, "floor")] = _run_one(server, None, base_env, "", names, clients, seconds)
             for layer in LAYERS:
                 log(f"B7: {server} + {layer}")
-                _use_layer(layer)
-                env = {**base_env, "DJANGO_SETTINGS_MODULE": _settings_module(Path(tmp), layer)}
+                # A fresh key prefix per run: RedisChannelLayer keeps group members for a day, and
+                # an earlier run's dead sockets would fill up and slow this run's sends.
+                prefix = f"b7-{uuid.uuid4().hex[:8]}"
+                _use_layer(layer, prefix)
+                env = {**base_env, "DJANGO_SETTINGS_MODULE": _settings_module(Path(tmp), layer, prefix)}
                 runs[(server, layer)] = _run_one(server, layer, env, cookie, names, clients, seconds)
     yield from _results(profile, runs, clients)
