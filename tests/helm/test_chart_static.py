@@ -191,7 +191,8 @@ def test_the_node_values_reach_the_daemonset() -> None:
 
 @pytest.mark.parametrize(("values", "pool"), [({}, "20"), ({"web.dbPoolSize": "0"}, "0")])
 def test_only_the_web_pods_pool_their_database_connections(values: dict[str, str], pool: str) -> None:
-    """A pool per ASGI process (settings.DB_POOL_SIZE); Celery's forked workers keep one connection each."""
+    """A pool per ASGI process (settings.DB_POOL_SIZE); not the workers: Celery's Django fixup closes
+    a worker's connections around every task, and would close a pool too."""
     found = {}
     for owner, spec in pod_specs(render(None, "gp", "portal", values)).items():
         for container in spec["containers"]:
