@@ -24,7 +24,7 @@ from typing import Any
 from workloads.admission.live import LiveCluster, is_live_pod, pod_projection
 from workloads.k8s import paths
 from workloads.k8s.store import Store
-from workloads.k8s.watch import Watcher, WatchSpec
+from workloads.k8s.watch import Watcher, WatchSpec, deliver_list
 
 log = logging.getLogger(__name__)
 Obj = dict[str, Any]
@@ -33,19 +33,14 @@ NODES, LIVE_PODS = "nodes", "pods-all"
 
 def _feeding(spec: WatchSpec, store: Store) -> WatchSpec:
     """The spec with the store fed first (it never fails), then the spec's own handlers."""
-    own_event, own_relist = spec.on_event, spec.on_relist
 
     def on_event(kind: str, obj: Obj) -> None:
         store.on_event(kind, obj)
-        own_event(kind, obj)
+        spec.on_event(kind, obj)
 
     def on_relist(items: list[Obj]) -> None:
         store.on_relist(items)
-        if own_relist is not None:
-            own_relist(items)
-        else:
-            for item in items:
-                own_event("ADDED", item)
+        deliver_list(spec, items)
 
     return replace(spec, on_event=on_event, on_relist=on_relist)
 

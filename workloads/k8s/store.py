@@ -43,7 +43,7 @@ class Store:
                 self._objects[key] = obj
 
     def on_relist(self, items: list[Obj]) -> None:
-        fresh = {_key(obj): obj for obj in items if _key(obj) and self._keep(obj)}
+        fresh = {key: obj for obj in items if (key := _key(obj)) and self._keep(obj)}
         with self._lock:
             self._objects = fresh
             self.synced = True

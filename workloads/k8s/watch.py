@@ -57,6 +57,15 @@ class WatchSpec:
     page_size: int = 500
 
 
+def deliver_list(spec: WatchSpec, items: list[Obj]) -> None:
+    """A full list to the spec: its `on_relist`, or one ADDED per item when it has none."""
+    if spec.on_relist is not None:
+        spec.on_relist(items)
+    else:
+        for item in items:
+            spec.on_event("ADDED", item)
+
+
 @dataclass
 class WatchStats:
     relists: int = 0
@@ -129,11 +138,7 @@ class Watcher:
         """LIST (paged), deliver, and return the list's resourceVersion."""
         started = time.monotonic()
         items, version = self._list_pages()
-        if self.spec.on_relist is not None:
-            self.spec.on_relist(items)
-        else:
-            for item in items:
-                self.spec.on_event("ADDED", item)
+        deliver_list(self.spec, items)
         self.stats.relists += 1
         self.stats.last_relist_s = time.monotonic() - started
         self.stats.relist_times.append(time.time())

@@ -321,9 +321,10 @@ def _sweep_view(obj: Obj) -> Obj:
 def _queued_at_rest(cluster_jobs: list[Obj]) -> set[str]:
     """Job uids (the portal's label, when it is a uid at all) whose Job is suspended with no pod
     running."""
-    uids = (str((job["metadata"].get("labels") or {}).get(labels.UID_LABEL, "")) for job in cluster_jobs)
     return {
         uid
-        for uid, job in zip(uids, cluster_jobs, strict=True)
-        if UUID.fullmatch(uid) and job["spec"]["suspend"] and not job["status"]["active"]
+        for job in cluster_jobs
+        if job["spec"]["suspend"]
+        and not job["status"]["active"]
+        and UUID.fullmatch(uid := str((job["metadata"].get("labels") or {}).get(labels.UID_LABEL, "")))
     }
