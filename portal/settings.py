@@ -126,7 +126,6 @@ TEMPLATES = [
 VAR_DIR = Path(env.str("GPUPORTAL_VAR_DIR", default=str(BASE_DIR / "var")))
 DATABASES = {"default": env.db("DATABASE_URL", default=f"sqlite:///{VAR_DIR / 'portal.sqlite3'}")}
 DATABASES["default"]["ATOMIC_REQUESTS"] = True
-DATABASES["default"]["CONN_MAX_AGE"] = env.int("CONN_MAX_AGE", default=0)
 EMBEDDED = DATABASES["default"]["ENGINE"].endswith("sqlite3")
 # A pool of Postgres connections per process (psycopg_pool): an ASGI request otherwise opens and
 # closes its own connection (about 6 ms on loopback, as long as a small API read). 0 turns it off.
@@ -144,6 +143,17 @@ def _role() -> str:
     if program.name == "__main__.py":  # python -m uvicorn: the package, not its __main__
         program = program.parent
     return str(env.str("GPUPORTAL_ROLE", default=guess or program.name))[:40]
+
+
+# Processes that work in a loop of short units (a Celery task, a controller tick) keep their
+# connection between units for CONN_MAX_AGE seconds: a new Postgres connection is a new server
+# process, and B4's worker opened about 5 a job when every task made its own. Web processes pool
+# instead (a pool and CONN_MAX_AGE do not mix). A kept connection is checked before its first use
+# in each unit (CONN_HEALTH_CHECKS), so one killed by a Postgres restart is replaced, not used.
+KEEPS_CONNECTIONS = ("worker", "provisioner", "controller")
+_KEEP_S = 300 if _role() in KEEPS_CONNECTIONS and not (DB_POOL_SIZE and not EMBEDDED) else 0
+DATABASES["default"]["CONN_MAX_AGE"] = env.int("CONN_MAX_AGE", default=_KEEP_S)
+DATABASES["default"]["CONN_HEALTH_CHECKS"] = True
 
 
 if not EMBEDDED:
@@ -188,6 +198,10 @@ CELERY_BROKER_CONNECTION_RETRY_ON_STARTUP = True
 # Celery's default of 100 tries would end them after 200 s of an outage (beat and the worker exited
 # in the 5-minute T08 drill), and Kubernetes would then restart them only after its own back-off.
 CELERY_BROKER_CONNECTION_MAX_RETRIES = None
+# Celery's Django fixup closes every connection before and after each task, whatever CONN_MAX_AGE
+# says, unless this is set (it then closes them once per this many tasks); portal/celery.py closes
+# them around a task the way Django does around a request: when obsolete or broken.
+CELERY_DB_REUSE_MAX = 1_000_000
 
 AUTH_USER_MODEL = "accounts.User"
 AUTHENTICATION_BACKENDS = [

@@ -191,8 +191,9 @@ def test_the_node_values_reach_the_daemonset() -> None:
 
 @pytest.mark.parametrize(("values", "pool"), [({}, "20"), ({"web.dbPoolSize": "0"}, "0")])
 def test_only_the_web_pods_pool_their_database_connections(values: dict[str, str], pool: str) -> None:
-    """A pool per ASGI process (settings.DB_POOL_SIZE); not the workers: Celery's Django fixup closes
-    a worker's connections around every task, and would close a pool too."""
+    """A pool per ASGI process (settings.DB_POOL_SIZE); not the workers or the controller: they keep
+    one connection per process between tasks and ticks instead (CONN_MAX_AGE by role), and Celery's
+    Django fixup would close a pool."""
     found = {}
     for owner, spec in pod_specs(render(None, "gp", "portal", values)).items():
         for container in spec["containers"]:
