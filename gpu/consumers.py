@@ -15,9 +15,8 @@ import time
 from typing import Any, ClassVar
 
 from channels.db import database_sync_to_async
-from channels.generic.websocket import AsyncJsonWebsocketConsumer
 
-from accounts.live import Recheck, user_group
+from accounts.live import LiveConsumer, Recheck, user_group
 from accounts.models import User
 from gpu import app_settings, broadcast, metrics, selectors
 from gpu.messages import GpuFrame, GroupMessage, NodeStateMessage, SamplesMessage
@@ -26,7 +25,7 @@ from gpu.visibility import redact_all
 CLOSE_UNAUTHORISED = 4403
 
 
-class LiveGpuConsumer(AsyncJsonWebsocketConsumer):
+class LiveGpuConsumer(LiveConsumer):
     """Shared life cycle; subclasses say who may connect, which group, and what a snapshot holds."""
 
     stream: ClassVar[str] = "gpu"
@@ -47,7 +46,7 @@ class LiveGpuConsumer(AsyncJsonWebsocketConsumer):
             await self.close(code=CLOSE_UNAUTHORISED)
             return
         self.group = group
-        self.recheck = Recheck(user.pk)
+        self.recheck = Recheck(user.pk, on_gone=self._close_unauthorised)
         self.out = broadcast.Coalescer(app_settings.push_interval_s(), self._emit, asyncio.get_running_loop())
         await self.channel_layer.group_add(self.group, self.channel_name)
         await self.channel_layer.group_add(user_group(user.pk), self.channel_name)
@@ -59,18 +58,16 @@ class LiveGpuConsumer(AsyncJsonWebsocketConsumer):
 
     async def disconnect(self, code: int) -> None:
         if self.group:
+            self.recheck.stop()
             await self.channel_layer.group_discard(self.group, self.channel_name)
             await self.channel_layer.group_discard(user_group(self.user.pk), self.channel_name)
 
     async def session_revoked(self, event: dict[str, Any]) -> None:
         """The user's access changed: close; the page reconnects with what they may see now."""
-        await self.close(code=CLOSE_UNAUTHORISED)
+        await self._close_unauthorised()
 
-    async def _revoked(self) -> bool:
-        if not await self.recheck.gone():
-            return False
+    async def _close_unauthorised(self) -> None:
         await self.close(code=CLOSE_UNAUTHORISED)
-        return True
 
     async def authorise(self) -> str | None:
         """The group to join, or None to refuse the socket."""
@@ -92,7 +89,7 @@ class LiveGpuConsumer(AsyncJsonWebsocketConsumer):
         self.out.offer("out", event)
 
     async def _emit(self, key: str, message: GroupMessage) -> None:
-        if await self._revoked():
+        if self.recheck.gone():
             return
         if message["sent_at"]:
             metrics.pushed(lag_s=time.time() - message["sent_at"])

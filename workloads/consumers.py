@@ -13,9 +13,8 @@ from __future__ import annotations
 from typing import Any
 
 from channels.db import database_sync_to_async
-from channels.generic.websocket import AsyncJsonWebsocketConsumer
 
-from accounts.live import Recheck, user_group
+from accounts.live import LiveConsumer, Recheck, user_group
 from accounts.models import User
 from accounts.selectors import project_list
 from workloads.messages import JobStateMessage, job_group
@@ -26,7 +25,7 @@ def _groups(user: User) -> list[str]:
     return [user_group(user.pk), *(job_group(pk) for pk in projects)]
 
 
-class JobsConsumer(AsyncJsonWebsocketConsumer):
+class JobsConsumer(LiveConsumer):
     groups_joined: list[str]
 
     async def connect(self) -> None:
@@ -34,13 +33,15 @@ class JobsConsumer(AsyncJsonWebsocketConsumer):
         if not isinstance(user, User) or not user.is_active:
             await self.close(code=4401)
             return
-        self.recheck = Recheck(user.pk)
+        self.recheck = Recheck(user.pk, on_gone=self._close_unauthorised)
         self.groups_joined = await database_sync_to_async(_groups, thread_sensitive=False)(user)
         for group in self.groups_joined:
             await self.channel_layer.group_add(group, self.channel_name)
         await self.accept()
 
     async def disconnect(self, code: int) -> None:
+        if hasattr(self, "recheck"):
+            self.recheck.stop()
         for group in getattr(self, "groups_joined", []):
             await self.channel_layer.group_discard(group, self.channel_name)
 
@@ -48,11 +49,12 @@ class JobsConsumer(AsyncJsonWebsocketConsumer):
         """Clients only listen; anything they send is ignored."""
 
     async def job_state(self, event: JobStateMessage) -> None:
-        if await self.recheck.gone():
-            await self.close(code=4401)
-            return
-        await self.send_json(dict(event))
+        if not self.recheck.gone():
+            await self.send_json(dict(event))
 
     async def session_revoked(self, event: dict[str, Any]) -> None:
         """The user's access changed: close; the page reconnects with what they may see now."""
+        await self._close_unauthorised()
+
+    async def _close_unauthorised(self) -> None:
         await self.close(code=4401)

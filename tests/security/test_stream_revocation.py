@@ -5,6 +5,8 @@ the account change commits, the revocation goes out, and the socket of the user 
 
 from __future__ import annotations
 
+import asyncio
+import threading
 from collections.abc import Callable
 from typing import Any
 
@@ -112,3 +114,54 @@ async def test_a_lost_revocation_message_still_ends_the_stream(
     assert await communicator.receive_nothing(timeout=1.0), "closed without a frame: not the re-check path"
     await sync_to_async(traffic)()
     assert await _closes(communicator)
+
+
+@pytest.mark.parametrize("path", ["/ws/jobs/", "/ws/cluster/"])
+async def test_the_re_check_does_not_hold_the_frame_and_still_closes(
+    world: World, path: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The due re-read of the account runs beside the stream: while it is still waiting on the
+    database, the frame at hand goes out; when it returns "inactive", the socket closes with no
+    further traffic."""
+    import accounts.live
+
+    traffic = await sync_to_async(_traffic_for)(path, world)
+    communicator, connected = await connect(path, world.member)
+    assert connected
+    while not await communicator.receive_nothing(timeout=1.0):
+        await communicator.receive_output()
+    reading, answer = threading.Event(), threading.Event()
+
+    def slow_read(user_id: int) -> bool:
+        reading.set()
+        answer.wait(30)
+        return False
+
+    monkeypatch.setattr(accounts.live, "still_active", slow_read)
+    monkeypatch.setattr(accounts.live, "RECHECK_S", 0.0)
+    await sync_to_async(traffic)()
+    frame = await communicator.receive_output(timeout=10)
+    assert frame["type"] == "websocket.send"  # out before the read could answer (it waits for us)
+    assert await sync_to_async(reading.wait)(10)  # and the re-read did start
+    answer.set()
+    assert await _closes(communicator)
+
+
+async def test_frames_flow_while_the_shared_sync_thread_is_busy(world: World) -> None:
+    """Forwarding a frame needs no worker thread: Channels' default dispatch first hops to the
+    shared sync thread to close spent connections, so one slow sync call anywhere in the process
+    held every socket's frames (and at 1,000 sockets the hops were a third of the event loop)."""
+    traffic = await sync_to_async(_traffic_for)("/ws/cluster/", world)
+    communicator, connected = await connect("/ws/cluster/", world.member)
+    assert connected
+    while not await communicator.receive_nothing(timeout=1.0):
+        await communicator.receive_output()
+    release = threading.Event()
+    busy = asyncio.ensure_future(sync_to_async(release.wait, thread_sensitive=True)(30))
+    try:
+        await sync_to_async(traffic, thread_sensitive=False)()
+        frame = await communicator.receive_output(timeout=10)
+        assert frame["type"] == "websocket.send"
+    finally:
+        release.set()
+        await busy
