@@ -24,6 +24,7 @@ from accounts.models import User
 
 log = logging.getLogger(__name__)
 RECHECK_S = 30.0  # a consumer re-reads the account at least this often while it sends anything
+READ_TIMEOUT_S = 10.0  # a re-read without an answer by then counts as a failed one
 
 
 def user_group(user_id: int) -> str:
@@ -53,7 +54,8 @@ class Recheck:
     returns (at 1,000 sockets the frames that waited for their socket's re-read were B7's p99,
     about 350 ms). When the read finds the account inactive, `on_gone` closes the stream at once;
     until then at most a message or two more go out, well inside the RECHECK_S a lost message
-    may already take.
+    may already take. A read that fails or takes longer than READ_TIMEOUT_S closes the stream too: the
+    page reconnects, and connecting authorises again.
     """
 
     def __init__(self, user_id: int, on_gone: Callable[[], Awaitable[None]]) -> None:
@@ -77,15 +79,19 @@ class Recheck:
     async def _read(self) -> None:
         try:
             # Off the event loop and not thread-sensitive, as the consumers' other reads.
-            active = await database_sync_to_async(still_active, thread_sensitive=False)(self.user_id)
-        except Exception:  # the database away: keep the stream, read again after RECHECK_S
-            log.warning("could not re-read the account of user %s", self.user_id, exc_info=True)
-            active = True
-        finally:
-            self.checked, self._reading = time.monotonic(), None
+            read = database_sync_to_async(still_active, thread_sensitive=False)(self.user_id)
+            active = await asyncio.wait_for(read, READ_TIMEOUT_S)
+        except Exception:  # no answer: fail closed rather than stream on unchecked
+            log.warning("could not re-read the account of user %s; closing", self.user_id, exc_info=True)
+            active = False
+        self.checked = time.monotonic()
         if not active:
             self.found_gone = True
-            await self.on_gone()
+            try:
+                await self.on_gone()
+            except Exception:  # the socket went away meanwhile
+                log.debug("closing the stream of user %s", self.user_id, exc_info=True)
+        self._reading = None
 
 
 class LiveConsumer(AsyncJsonWebsocketConsumer):

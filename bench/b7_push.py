@@ -16,6 +16,7 @@ import asyncio
 import json
 import multiprocessing
 import os
+import queue
 import subprocess
 import sys
 import tempfile
@@ -258,7 +259,11 @@ def _measure(
     ages: list[float] = []
     held: list[float] = []
     for _ in procs:
-        got = out.get(timeout=120)
+        try:
+            got = out.get(timeout=120)
+        except queue.Empty:
+            codes = [p.exitcode for p in procs]
+            raise RuntimeError(f"a B7 client process sent no result (exit codes {codes})") from None
         ages += got[0]
         held += got[1]
     for proc in procs:

@@ -114,12 +114,16 @@ class NodeConsumer(LiveGpuConsumer):
 
     async def authorise(self) -> str | None:
         name = str(self.scope["url_route"]["kwargs"]["name"])
-        exists = await selectors.node_list().filter(name=name).aexists()
+        exists = await database_sync_to_async(_node_exists, thread_sensitive=False)(name)
         self.node_name = name
         return broadcast.node_group(name) if exists else None
 
     def snapshot(self) -> list[GroupMessage]:
         return _snapshot(list(selectors.node_list().filter(name=self.node_name)))
+
+
+def _node_exists(name: str) -> bool:
+    return selectors.node_list().filter(name=name).exists()
 
 
 def _snapshot(nodes: list[Any]) -> list[GroupMessage]:

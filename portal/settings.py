@@ -137,11 +137,11 @@ if DB_POOL_SIZE and not EMBEDDED:
 def _role() -> str:
     """This process's part (web, worker, beat, controller, ...): GPUPORTAL_ROLE as the chart sets it,
     else guessed from the command line."""
-    words = [Path(arg).name for arg in sys.argv]
-    guess = next((w for w in ("worker", "beat", "controller", "provisioner", "demo") if w in words), "")
     program = Path(sys.argv[0]) if sys.argv and sys.argv[0] not in ("", "-c") else Path("python")
     if program.name == "__main__.py":  # python -m uvicorn: the package, not its __main__
         program = program.parent
+    words = [Path(arg).name for arg in sys.argv] if program.name != "pytest" else []  # pytest -k worker
+    guess = next((w for w in ("worker", "beat", "controller", "provisioner", "demo") if w in words), "")
     return str(env.str("GPUPORTAL_ROLE", default=guess or program.name))[:40]
 
 
@@ -151,8 +151,9 @@ def _role() -> str:
 # instead (a pool and CONN_MAX_AGE do not mix). A kept connection is checked before its first use
 # in each unit (CONN_HEALTH_CHECKS), so one killed by a Postgres restart is replaced, not used.
 KEEPS_CONNECTIONS = ("worker", "provisioner", "controller")
-_KEEP_S = 300 if _role() in KEEPS_CONNECTIONS and not (DB_POOL_SIZE and not EMBEDDED) else 0
-DATABASES["default"]["CONN_MAX_AGE"] = env.int("CONN_MAX_AGE", default=_KEEP_S)
+_KEEP_S = 300 if _role() in KEEPS_CONNECTIONS else 0
+_POOLED = bool(DB_POOL_SIZE and not EMBEDDED)  # Django refuses a pool with persistent connections
+DATABASES["default"]["CONN_MAX_AGE"] = 0 if _POOLED else env.int("CONN_MAX_AGE", default=_KEEP_S)
 DATABASES["default"]["CONN_HEALTH_CHECKS"] = True
 
 

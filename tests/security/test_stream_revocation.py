@@ -165,3 +165,26 @@ async def test_frames_flow_while_the_shared_sync_thread_is_busy(world: World) ->
     finally:
         release.set()
         await busy
+
+
+@pytest.mark.parametrize("path", ["/ws/jobs/", "/ws/cluster/"])
+async def test_a_re_check_that_fails_closes_the_stream(
+    world: World, path: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Fail closed: when the account cannot be re-read (the database away), the stream is not kept
+    open unchecked; the page reconnects and connecting authorises again."""
+    import accounts.live
+
+    traffic = await sync_to_async(_traffic_for)(path, world)
+    communicator, connected = await connect(path, world.member)
+    assert connected
+    while not await communicator.receive_nothing(timeout=1.0):
+        await communicator.receive_output()
+
+    def unreadable(user_id: int) -> bool:
+        raise OSError("the database is away")
+
+    monkeypatch.setattr(accounts.live, "still_active", unreadable)
+    monkeypatch.setattr(accounts.live, "RECHECK_S", 0.0)
+    await sync_to_async(traffic)()
+    assert await _closes(communicator)
