@@ -235,6 +235,31 @@ async def test_socket_carries_only_own_projects(jobs_world: World) -> None:
 
 
 @pytest.mark.django_db(transaction=True)
+async def test_a_batch_of_changes_reaches_each_project_only(jobs_world: World) -> None:
+    """An admission cycle announces all its changed jobs in one trip (jobs_changed): each socket
+    gets every change of its own projects, none of another's."""
+    from asgiref.sync import sync_to_async
+
+    from workloads.services.broadcast import jobs_changed
+
+    alpha_socket, beta_socket = await _socket_for(jobs_world.owner), await _socket_for(jobs_world.outsider)
+    assert (await alpha_socket.connect())[0]
+    assert (await beta_socket.connect())[0]
+    submit = sync_to_async(services.job_submit)
+    data = {"image": IMAGE}
+    alpha = [await submit(actor=jobs_world.owner, project=jobs_world.alpha, data=data) for _ in "ab"]
+    beta = await submit(actor=jobs_world.outsider, project=jobs_world.beta, data=data)
+    await sync_to_async(jobs_changed)([alpha[0].pk, beta.pk, alpha[1].pk])
+    got = {(await alpha_socket.receive_json_from(timeout=5))["job"] for _ in alpha}
+    assert got == {str(job.uid) for job in alpha}
+    assert (await beta_socket.receive_json_from(timeout=5))["job"] == str(beta.uid)
+    assert await alpha_socket.receive_nothing(timeout=1)
+    assert await beta_socket.receive_nothing(timeout=1)
+    await alpha_socket.disconnect()
+    await beta_socket.disconnect()
+
+
+@pytest.mark.django_db(transaction=True)
 async def test_anonymous_socket_is_refused(jobs_world: World) -> None:
     socket = await _socket_for(None)
     connected, _ = await socket.connect()

@@ -74,6 +74,5 @@ def admission_cycle(
             a.job_id for a in plan.admit if job_admit(job_id=a.job_id, node=a.node, borrowing=a.borrowing)
         ]
         changed = explanations_store(explanations=plan.explanations.values())
-    for job_id in changed:
-        broadcast.job_changed(job_id)
+    broadcast.jobs_changed(changed)
     return admitted
