@@ -12,7 +12,7 @@ import asyncio
 import logging
 import time
 from collections.abc import Awaitable, Callable
-from typing import Any
+from typing import Any, ClassVar
 
 from asgiref.sync import async_to_sync
 from channels.consumer import get_handler_name
@@ -103,6 +103,11 @@ class LiveConsumer(AsyncJsonWebsocketConsumer):
     other way. Ours do not, and at 1,000 sockets that hop, one per frame per socket, took a third of
     the web process's event loop (B7, py-spy), so dispatch here calls the handler directly.
     """
+
+    close_code: ClassVar[int] = 4403  # the code a socket closes with when its user lost access
+
+    async def close_unauthorised(self) -> None:
+        await self.close(code=self.close_code)
 
     async def dispatch(self, message: dict[str, Any]) -> None:
         handler = getattr(self, get_handler_name(message), None)

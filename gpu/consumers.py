@@ -46,7 +46,7 @@ class LiveGpuConsumer(LiveConsumer):
             await self.close(code=CLOSE_UNAUTHORISED)
             return
         self.group = group
-        self.recheck = Recheck(user.pk, on_gone=self._close_unauthorised)
+        self.recheck = Recheck(user.pk, on_gone=self.close_unauthorised)
         self.out = broadcast.Coalescer(app_settings.push_interval_s(), self._emit, asyncio.get_running_loop())
         await self.channel_layer.group_add(self.group, self.channel_name)
         await self.channel_layer.group_add(user_group(user.pk), self.channel_name)
@@ -64,10 +64,7 @@ class LiveGpuConsumer(LiveConsumer):
 
     async def session_revoked(self, event: dict[str, Any]) -> None:
         """The user's access changed: close; the page reconnects with what they may see now."""
-        await self._close_unauthorised()
-
-    async def _close_unauthorised(self) -> None:
-        await self.close(code=CLOSE_UNAUTHORISED)
+        await self.close_unauthorised()
 
     async def authorise(self) -> str | None:
         """The group to join, or None to refuse the socket."""

@@ -151,7 +151,8 @@ def _role() -> str:
 # instead (a pool and CONN_MAX_AGE do not mix). A kept connection is checked before its first use
 # in each unit (CONN_HEALTH_CHECKS), so one killed by a Postgres restart is replaced, not used.
 KEEPS_CONNECTIONS = ("worker", "provisioner", "controller")
-_KEEP_S = 300 if _role() in KEEPS_CONNECTIONS else 0
+ROLE = _role()
+_KEEP_S = 300 if ROLE in KEEPS_CONNECTIONS else 0
 _POOLED = bool(DB_POOL_SIZE and not EMBEDDED)  # Django refuses a pool with persistent connections
 DATABASES["default"]["CONN_MAX_AGE"] = 0 if _POOLED else env.int("CONN_MAX_AGE", default=_KEEP_S)
 DATABASES["default"]["CONN_HEALTH_CHECKS"] = True
@@ -160,7 +161,7 @@ DATABASES["default"]["CONN_HEALTH_CHECKS"] = True
 if not EMBEDDED:
     # Shown in pg_stat_activity and in Postgres' connection log lines: which tier holds (or churns)
     # connections, at a glance.
-    DATABASES["default"].setdefault("OPTIONS", {})["application_name"] = f"gpuportal-{_role()}"
+    DATABASES["default"].setdefault("OPTIONS", {})["application_name"] = f"gpuportal-{ROLE}"
 if EMBEDDED:
     # One process, several threads (web, worker, controller): WAL and immediate transactions avoid
     # "database is locked" between readers and the writer.

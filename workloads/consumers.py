@@ -26,6 +26,7 @@ def _groups(user: User) -> list[str]:
 
 
 class JobsConsumer(LiveConsumer):
+    close_code = 4401
     groups_joined: list[str]
 
     async def connect(self) -> None:
@@ -33,7 +34,7 @@ class JobsConsumer(LiveConsumer):
         if not isinstance(user, User) or not user.is_active:
             await self.close(code=4401)
             return
-        self.recheck = Recheck(user.pk, on_gone=self._close_unauthorised)
+        self.recheck = Recheck(user.pk, on_gone=self.close_unauthorised)
         self.groups_joined = await database_sync_to_async(_groups, thread_sensitive=False)(user)
         for group in self.groups_joined:
             await self.channel_layer.group_add(group, self.channel_name)
@@ -54,7 +55,4 @@ class JobsConsumer(LiveConsumer):
 
     async def session_revoked(self, event: dict[str, Any]) -> None:
         """The user's access changed: close; the page reconnects with what they may see now."""
-        await self._close_unauthorised()
-
-    async def _close_unauthorised(self) -> None:
-        await self.close(code=4401)
+        await self.close_unauthorised()
