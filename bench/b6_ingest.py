@@ -221,6 +221,9 @@ def _retention(day: datetime, per_gpu: int) -> tuple[float, float, int]:
     with connection.cursor() as cursor:
         cursor.execute("DELETE FROM gpu_sample WHERE ts >= %s AND ts < %s", [day, day + timedelta(days=1)])
     delete_s = time.perf_counter() - started
+    # Refill from empty files, as the DELETE found them: without the TRUNCATE the DROP also removed the
+    # DELETE's dead rows, a table twice the size (22.8 ms where the same day alone drops in ~11).
+    _truncate()
     _copy(rows)
     started = time.perf_counter()
     dropped = store().drop_before(day=(day + timedelta(days=1)).date())

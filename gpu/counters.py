@@ -7,12 +7,12 @@ runs, sharing a Redis keep apart), with a field per metric and label values. Who
 with HINCRBYFLOAT (one pipelined round trip); /metrics reads the whole hash (HGETALL) at scrape
 time, so every replica answers the same totals and a restarted process takes none with it.
 
-Counting never fails its caller, and async code counts without I/O (`defer`: a thread of the process
-sends it within a second). When Redis does not answer, the increments wait in this process
-(`_pending`) and go out with the next successful write, and Redis is not tried again for
-`RETRY_AFTER_S` (an outage must not add a socket timeout to every ingest). Totals only grow, except
-when Redis itself loses its data (a restart without persistence): Prometheus reads that as a
-counter reset, as after a process restart.
+Counting never fails its caller, and async code and the hot ingest path count without I/O (`defer`:
+a thread of the process sends it within a second, and at exit). When Redis does not answer, the
+increments wait in this process (`_pending`) and go out with the next successful write, and Redis is
+not tried again for `RETRY_AFTER_S` (an outage must not add a socket timeout to every ingest).
+Totals only grow, except when Redis itself loses its data (a restart without persistence):
+Prometheus reads that as a counter reset, as after a process restart.
 
 Without REDIS_URL (the embedded demo: one process) the hash is a dict in this process.
 """
@@ -150,7 +150,9 @@ def observe(metric: str, value: float, *, buckets: tuple[float, ...], deferred: 
 
 
 def read() -> dict[str, float]:
-    """Every shared total of this portal, by field; raises CountersUnavailable when Redis is down."""
+    """Every shared total of this portal, by field; raises CountersUnavailable when Redis is down.
+    What this process deferred is sent first, so its own counts are never a second behind."""
+    flush()
     client = _redis()
     if client is None:
         with _lock:

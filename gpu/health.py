@@ -51,22 +51,24 @@ def is_critical_xid(xid: int | None) -> bool:
 def _xid_events(gpus: dict[str, Gpu], samples: list[Sample]) -> tuple[list[GpuEvent], dict[str, str]]:
     events, critical = [], {}
     for s in sorted(samples, key=lambda s: s.ts):
-        xid = s.values["xid"]
+        xid = s.xid
         if xid is None:
             continue
         kind = "critical" if is_critical_xid(xid) else "application"
         events.append(
-            GpuEvent(gpu=gpus[s.uuid], kind=GpuEventKind.XID, ts=s.ts, xid=xid, message=f"XID {xid} ({kind})")
+            GpuEvent(
+                gpu=gpus[s.gpu_uuid], kind=GpuEventKind.XID, ts=s.ts, xid=xid, message=f"XID {xid} ({kind})"
+            )
         )
         if is_critical_xid(xid):
-            critical[s.uuid] = f"XID {xid}"
+            critical[s.gpu_uuid] = f"XID {xid}"
     return events, critical
 
 
 def _ecc_events(gpu: Gpu, s: Sample) -> tuple[list[GpuEvent], Observed]:
     events: list[GpuEvent] = []
     observed = Observed()
-    sbe, dbe = s.values["ecc_sbe"], s.values["ecc_dbe"]
+    sbe, dbe = s.ecc_sbe, s.ecc_dbe
     if sbe > gpu.ecc_sbe:
         events.append(GpuEvent(gpu=gpu, kind=GpuEventKind.ECC_SBE, ts=s.ts, value=sbe - gpu.ecc_sbe))
         observed = Observed(GpuHealth.DEGRADED, DEGRADED_REASON)
@@ -116,8 +118,8 @@ def _apply(gpu: Gpu, s: Sample, observed: Observed, events: list[GpuEvent]) -> l
 def _update_gpu(gpu: Gpu, s: Sample, observed: Observed, events: list[GpuEvent]) -> bool:
     """Save health/ECC changes at once; return True when only `last_seen` is due (batched by caller)."""
     fields = _apply(gpu, s, observed, events)
-    if (s.values["ecc_sbe"], s.values["ecc_dbe"]) != (gpu.ecc_sbe, gpu.ecc_dbe):
-        gpu.ecc_sbe, gpu.ecc_dbe = s.values["ecc_sbe"], s.values["ecc_dbe"]
+    if (s.ecc_sbe, s.ecc_dbe) != (gpu.ecc_sbe, gpu.ecc_dbe):
+        gpu.ecc_sbe, gpu.ecc_dbe = s.ecc_sbe, s.ecc_dbe
         fields += ["ecc_sbe", "ecc_dbe"]
     due = gpu.last_seen is None or s.ts - gpu.last_seen >= LAST_SEEN_EVERY
     if due or fields:
@@ -137,11 +139,11 @@ def _observe(gpu: Gpu, s: Sample, critical: str | None) -> tuple[list[GpuEvent],
 
 def _pods(uuid: str, samples: list[Sample]) -> list[tuple[str, str]]:
     found = {
-        (p["pod_namespace"], p["pod_name"])
+        (p.pod_namespace, p.pod_name)
         for s in samples
-        if s.uuid == uuid
+        if s.gpu_uuid == uuid
         for p in s.processes
-        if p["pod_namespace"] and p["pod_name"]
+        if p.pod_namespace and p.pod_name
     }
     return sorted(found)
 

@@ -27,7 +27,7 @@ def test_running_jobs_land_on_gpus_and_samples_pass_ingest_validation(world: Wor
     rng = random.Random(1)
     body = {"node": "n1", "agent_version": "sim", "samples": [sample(g, now, rng) for g in gpus]}
     _, parsed = parse_batch(body, now=now)
-    assert parsed[0].processes[0]["pod_namespace"] == "gp-alpha"
+    assert parsed[0].processes[0].pod_namespace == "gp-alpha"
     for _ in range(10):
         busy, idle = sample(gpus[0], now, rng), sample(gpus[2], now, rng)
     assert busy["util_gpu"] > 60

@@ -7,15 +7,15 @@ from __future__ import annotations
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
+import msgspec
 import pytest
 from django.db import connection, transaction
 from django.test.utils import CaptureQueriesContext
 from django.utils import timezone
 from rest_framework.test import APIClient
 
-from gpu.messages import ProcessFrame
 from gpu.peaks import PodReading, pod_readings
-from gpu.samples import Sample
+from gpu.samples import Process, Sample
 from gpu.tests.factories import batch, make_gpus, make_node, node_token, series
 from tests.fixtures.personas import World
 from workloads.choices import JobState
@@ -94,17 +94,17 @@ def test_one_select_and_one_update_per_batch_however_many_samples(world: World) 
 
 def test_readings_sum_a_pods_processes_and_cap_gaps() -> None:
     t0 = datetime.now(UTC)
-    proc = ProcessFrame(pid=1, mem_used_mib=100, pod_namespace="ns", pod_name="job-a-1", container="c")
-    values: dict[str, Any] = {"mem_total_mib": 1000, "util_gpu": 30}
+    proc = Process(pid=1, mem_used_mib=100, pod_namespace="ns", pod_name="job-a-1", container="c")
+
+    def at(ts: datetime, procs: list[Process]) -> Sample:
+        return Sample(gpu_uuid="GPU-0", ts=ts, util_gpu=30, util_mem=0, mem_used_mib=0, mem_total_mib=1000,
+                      temp_c=40.0, power_w=100.0, sm_clock_mhz=0, mem_clock_mhz=0, ecc_sbe=0, ecc_dbe=0,
+                      processes=procs)  # fmt: skip
+
     samples = [
-        Sample(
-            "GPU-0",
-            t0,
-            values,
-            [proc, ProcessFrame(**{**proc, "pid": 2}), ProcessFrame(**{**proc, "pod_name": None})],
-        ),
-        Sample("GPU-0", t0 + timedelta(seconds=2), values, [proc]),
-        Sample("GPU-0", t0 + timedelta(seconds=60), values, [proc]),  # after a gap: not 58 busy seconds
+        at(t0, [proc, msgspec.structs.replace(proc, pid=2), msgspec.structs.replace(proc, pod_name=None)]),
+        at(t0 + timedelta(seconds=2), [proc]),
+        at(t0 + timedelta(seconds=60), [proc]),  # after a gap: not 58 busy seconds
     ]
     got = [(r.mem_mib, r.interval_s) for r in pod_readings(samples)]
     assert got == [(200, 1.0), (100, 2.0), (100, 5.0)]
