@@ -84,7 +84,8 @@ def _check_room(node: Node, gpus: dict[str, Gpu], new: list[str]) -> None:
 
 
 # Every batch reads its node's GPUs: a fixed raw query costs half what the ORM's compiled one did (B6).
-_NODE_GPUS = f"SELECT * FROM {Gpu._meta.db_table} WHERE node_id = %s ORDER BY index"  # noqa: S608
+# "index" quoted: SQLite (the embedded demo) takes the bare word for its keyword.
+_NODE_GPUS = f'SELECT * FROM {Gpu._meta.db_table} WHERE node_id = %s ORDER BY "index"'  # noqa: S608
 
 
 def _resolve_gpus(node: Node, samples: list[Sample]) -> dict[str, Gpu]:
