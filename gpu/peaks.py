@@ -9,6 +9,7 @@ batch, so a batch without pods (an idle node) costs nothing more.
 from __future__ import annotations
 
 from datetime import datetime
+from operator import attrgetter
 from typing import NamedTuple
 
 from django.dispatch import Signal
@@ -40,30 +41,23 @@ class PodReading(NamedTuple):
     interval_s: float
 
 
-def _intervals(samples: list[Sample]) -> list[float]:
-    """Seconds each sample stands for: the gap to its GPU's previous sample, capped."""
-    previous: dict[str, datetime] = {}
-    out = []
-    for s in samples:
-        before = previous.get(s.gpu_uuid)
-        gap = (s.ts - before).total_seconds() if before is not None and s.ts > before else FIRST_INTERVAL_S
-        out.append(min(gap, MAX_INTERVAL_S))
-        previous[s.gpu_uuid] = s.ts
-    return out
-
-
 def pod_readings(samples: list[Sample]) -> list[PodReading]:
-    """Readings of every pod with a process in the samples (samples in time order, as ingest keeps)."""
-    ordered = sorted(samples, key=lambda s: s.ts)
+    """Readings of every pod with a process in the samples. One pass in time order; each sample
+    stands for the gap to its GPU's previous one, capped (B6: a tenth of a batch's ingest)."""
+    previous: dict[str, float] = {}
     readings: list[PodReading] = []
-    for s, interval in zip(ordered, _intervals(ordered), strict=True):
+    for s in sorted(samples, key=attrgetter("ts")):
+        at, before = s.ts.timestamp(), previous.get(s.gpu_uuid)
+        previous[s.gpu_uuid] = at
+        gap = at - before if before is not None and at > before else FIRST_INTERVAL_S
+        interval = min(gap, MAX_INTERVAL_S)
         mem: dict[tuple[str, str], int] = {}
         for p in s.processes:
             if p.pod_namespace and p.pod_name:
                 key = (p.pod_namespace, p.pod_name)
                 mem[key] = mem.get(key, 0) + p.mem_used_mib
-        readings.extend(
-            PodReading(ns, pod, s.gpu_uuid, s.ts, used, s.mem_total_mib, s.util_gpu, interval)
-            for (ns, pod), used in mem.items()
-        )
+        for (namespace, pod), used in mem.items():
+            readings.append(
+                PodReading(namespace, pod, s.gpu_uuid, s.ts, used, s.mem_total_mib, s.util_gpu, interval)
+            )
     return readings

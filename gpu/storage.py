@@ -66,23 +66,30 @@ class PostgresStore:
     def write(self, rows: Sequence[SampleRow]) -> int:
         if not rows:
             return 0
-        try:
-            return self._copy_new(rows)
-        except CheckViolation:  # no partition for a day of the batch (a new day, or a late backlog)
+        refused = self._copy_new(rows)
+        if isinstance(refused, CheckViolation):  # no partition for a day of the batch (a new day, a backlog)
             self._ensure_days({row[1].date() for row in rows})
-            return self._copy_new(rows)
-
-    def _copy_new(self, rows: Sequence[SampleRow]) -> int:
-        try:
-            # The common case, a batch never seen: COPY straight into the table, as fast as Postgres
-            # takes rows. A retried batch meets the (gpu, ts) key and falls back to the merge below;
-            # the savepoint keeps the caller's transaction usable after either refusal.
-            with transaction.atomic(), connection.cursor() as cursor:
-                self._copy(cursor, "gpu_sample", rows)
+            refused = self._copy_new(rows)
+        if refused is None:
             return len(rows)
-        except UniqueViolation:  # raised by psycopg's own copy, not through Django's cursor wrapper
-            self._ensure_days({row[1].date() for row in rows})  # the COPY stopped before seeing them all
-            return self._merge(rows)
+        # A retried batch met the (gpu, ts) key: store only its new rows. The COPY stopped before
+        # seeing them all, so their days may still lack a partition.
+        self._ensure_days({row[1].date() for row in rows})
+        return self._merge(rows)
+
+    def _copy_new(self, rows: Sequence[SampleRow]) -> Exception | None:
+        """COPY straight into the table, the common case: as fast as Postgres takes rows. Returns the
+        refusal (a duplicate key, or a day without partition) instead of raising it: raised through an
+        atomic block it would doom the caller's transaction. The savepoint is set by hand and never
+        released (COMMIT ends it): Django's atomic() sent a RELEASE per batch (B6)."""
+        with transaction.atomic(savepoint=False), connection.cursor() as cursor:
+            cursor.execute("SAVEPOINT gpu_sample_copy")
+            try:
+                self._copy(cursor, "gpu_sample", rows)
+            except (UniqueViolation, CheckViolation) as exc:  # psycopg's own copy: Django never saw it
+                cursor.execute("ROLLBACK TO SAVEPOINT gpu_sample_copy")
+                return exc
+        return None
 
     def _merge(self, rows: Sequence[SampleRow]) -> int:
         """COPY into a session temp table, then one INSERT ... ON CONFLICT DO NOTHING: the new rows only."""

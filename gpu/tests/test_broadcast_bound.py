@@ -42,7 +42,8 @@ def test_sends_in_flight_never_pass_the_bound(monkeypatch: pytest.MonkeyPatch) -
             state["peak"] = max(state["peak"], state["now"])
             await asyncio.sleep(0.01)
             state["now"] -= 1
-            delivered.append(group)
+            if "bound-" in group:  # not an earlier test's frame, sent late by the process's publisher
+                delivered.append(group)
 
     monkeypatch.setattr(broadcast, "get_channel_layer", SlowLayer)
     _publish_all(broadcast.Publisher())
@@ -61,7 +62,8 @@ def test_every_group_reaches_a_real_redis_channel_layer(
 
     async def counted(group: str, message: dict[str, Any]) -> None:
         await original(group, message)
-        sent.append(group)
+        if "bound-" in group:  # the process's own publisher may still send an earlier test's frame here
+            sent.append(group)
 
     monkeypatch.setattr(layer, "group_send", counted)
     with caplog.at_level(logging.ERROR, logger="gpu.broadcast"):
