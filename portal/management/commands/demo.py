@@ -84,6 +84,11 @@ class Command(BaseCommand):
         parser.add_argument("--port", type=int, default=int(os.environ.get("PORT", "8000")))
         parser.add_argument("--nodes", type=int, default=2, help="simulated GPU nodes (4 GPUs each)")
         parser.add_argument("--no-cluster", action="store_true", help="portal only, no Kubernetes")
+        parser.add_argument(
+            "--cluster-name",
+            default="gpuportal-demo",
+            help="the local cluster's name (a cluster of this name is replaced, and deleted on exit)",
+        )
         parser.add_argument("--no-serve", action="store_true", help="prepare and print, then exit")
         parser.add_argument(
             "--real-node",
@@ -110,7 +115,7 @@ class Command(BaseCommand):
         from portal.localcluster import start_cluster, stop_cluster
 
         self.stdout.write("starting the local Kubernetes cluster (real control plane, kwok GPU nodes) ...")
-        handle = start_cluster(name="gpuportal-demo", nodes=options["nodes"])
+        handle = start_cluster(name=options["cluster_name"], nodes=options["nodes"])
         settings.GPUPORTAL_KUBECONFIG = str(handle.kubeconfig)
         settings.GPUPORTAL_JOB_SIMULATION = True  # demo jobs "run" for the time they ask, in kwok
         stop = threading.Event()
