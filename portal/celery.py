@@ -1,5 +1,6 @@
 """The Celery app. Tasks are thin and id-keyed; the broker is Redis in production, memory embedded."""
 
+import gc
 import os
 from typing import Any
 
@@ -11,6 +12,15 @@ os.environ.setdefault("DJANGO_SETTINGS_MODULE", "portal.settings")
 app = Celery("portal", amqp="portal.broker:PortalAMQP")  # reconnects within 2 s of the broker's return
 app.config_from_object("django.conf:settings", namespace="CELERY")
 app.autodiscover_tasks()
+
+
+@signals.worker_init.connect
+@signals.worker_process_init.connect
+def freeze_startup_objects(**kwargs: Any) -> None:
+    """As the web processes do (portal/asgi.py): full collections stop walking what start-up built,
+    in the main process before it forks its pool and in each pool process. Under T12 a worker's pool
+    process spent 1.0 s in them, pausing its task up to 357 ms."""
+    gc.freeze()
 
 
 @signals.task_prerun.connect

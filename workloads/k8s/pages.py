@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import gc
 from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from typing import Any
 
 import orjson
@@ -14,15 +15,28 @@ from workloads.k8s.client import KubeClient
 Obj = dict[str, Any]
 
 
+@contextmanager
+def _no_collection() -> Iterator[None]:
+    """A big decode allocates hundreds of thousands of objects the collector cannot free; without a
+    pause it would run many times over them. Paused, not frozen: `gc.unfreeze()` would also thaw what
+    the process froze at start (portal/celery.py, the controller), and its next full collection
+    would walk all of it again."""
+    enabled = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if enabled:
+            gc.enable()
+
+
 def pages(client: KubeClient, path: str, query: dict[str, str], *, page_size: int = 500) -> Iterator[Obj]:
     """Each page of one consistent list, decoded; the first page's metadata holds its resourceVersion."""
     page_query = {**query, "limit": str(page_size)}
     while True:
-        gc.freeze()  # big decodes: keep the collector from scanning what it cannot free
-        try:
-            page: Obj = orjson.loads(client.list_raw(path, page_query))
-        finally:
-            gc.unfreeze()
+        raw = client.list_raw(path, page_query)
+        with _no_collection():
+            page: Obj = orjson.loads(raw)
         yield page
         token = (page.get("metadata") or {}).get("continue")
         if not token:

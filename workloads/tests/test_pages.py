@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import gc
 from typing import Any
 
 import orjson
@@ -51,3 +52,25 @@ def test_the_sweep_reports_orphans_from_every_page() -> None:
     assert len(client.queries) == 2
     assert OrphanReport.objects.count() == 501
     assert OrphanReport.objects.filter(job_uid=uids[-1], name="j500").exists()  # the one on page 2
+
+
+def test_a_page_decode_pauses_the_collector_and_leaves_what_the_process_froze_frozen() -> None:
+    """The controller and the workers freeze their start-up objects; a relist must not thaw them."""
+    seen: list[bool] = []
+
+    class Watching(Paged):
+        def list_raw(self, path: str, query: dict[str, str] | None = None) -> bytes:
+            body = super().list_raw(path, query)
+            seen.append(gc.isenabled())
+            return body
+
+    gc.freeze()
+    frozen = gc.get_freeze_count()
+    try:
+        items = list_all(Watching([_job("j0", "u0")]), "/apis/batch/v1/jobs", {}, keep=metadata_only)  # type: ignore[arg-type]
+        assert len(items) == 1
+        assert gc.get_freeze_count() >= frozen > 0
+        assert gc.isenabled()
+    finally:
+        gc.unfreeze()
+    assert seen == [True]  # paused for the decode only, not for the request

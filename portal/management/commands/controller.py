@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import gc
 import signal
 import threading
 from types import FrameType
@@ -28,4 +29,8 @@ class Command(BaseCommand):
 
         signal.signal(signal.SIGTERM, _stop)
         signal.signal(signal.SIGINT, _stop)
-        Controller(identity=options["identity"], tick_s=options["tick"]).run(stop)
+        controller = Controller(identity=options["identity"], tick_s=options["tick"])
+        # As the web processes do (portal/asgi.py): full collections stop walking what start-up built.
+        # Under T12 the controller spent 2.3 s of its 11 CPU s in them, pausing admission up to 441 ms.
+        gc.freeze()
+        controller.run(stop)
