@@ -155,9 +155,8 @@ class Publisher:
         self.publish_all([(group, message)])
 
     def publish_all(self, messages: Sequence[tuple[str, GroupMessage]]) -> None:
-        """Hand several group messages to the thread at once: each hand-over wakes it, and a woken
-        thread takes the interpreter lock from the request in its next database wait (B6: three
-        wake-ups per ingested batch cost more than the sends)."""
+        """Hand several group messages to the thread at once: each hand-over wakes the thread, so an
+        ingested batch wakes it once, not once per group."""
         layer = get_channel_layer()
         if isinstance(layer, InMemoryChannelLayer):
             # Embedded mode: the layer's queues belong to the server's own event loop, so send there
