@@ -1,11 +1,12 @@
 """The Celery app. Tasks are thin and id-keyed; the broker is Redis in production, memory embedded."""
 
-import gc
 import os
 from typing import Any
 
 from celery import Celery, Task, signals
 from django.db import close_old_connections
+
+from portal.gcfreeze import freeze_startup_objects
 
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "portal.settings")
 
@@ -16,11 +17,9 @@ app.autodiscover_tasks()
 
 @signals.worker_init.connect
 @signals.worker_process_init.connect
-def freeze_startup_objects(**kwargs: Any) -> None:
-    """As the web processes do (portal/asgi.py): full collections stop walking what start-up built,
-    in the main process before it forks its pool and in each pool process. Under T12 a worker's pool
-    process spent 1.0 s in them, pausing its task up to 357 ms."""
-    gc.freeze()
+def freeze_at_start(**kwargs: Any) -> None:
+    """The main process before it forks its pool, and each pool process (portal/gcfreeze.py)."""
+    freeze_startup_objects()
 
 
 @signals.task_prerun.connect

@@ -6,7 +6,6 @@ or settings that only work there would show."""
 
 from __future__ import annotations
 
-import os
 import re
 import signal
 import sqlite3
@@ -22,7 +21,7 @@ import requests
 
 from portal.localcluster import stop_cluster
 from portal.localcluster.paths import run_dir
-from tests.workloads_e2e.procs import REPO, free_port
+from tests.workloads_e2e.procs import REPO, embedded_env, free_port
 
 pytestmark = [pytest.mark.cluster, pytest.mark.slow, pytest.mark.timeout(600)]
 CLUSTER = "gpuportal-demo-test"  # not the developer's own `make demo` cluster, which it would replace
@@ -60,12 +59,7 @@ class Demo:
 
 @pytest.fixture
 def demo(tmp_path: Path) -> Iterator[Demo]:
-    env = {
-        k: v
-        for k, v in os.environ.items()
-        if k not in ("DATABASE_URL", "REDIS_URL", "DJANGO_SETTINGS_MODULE")
-    }
-    env["GPUPORTAL_VAR_DIR"] = str(tmp_path)
+    env = embedded_env(tmp_path)  # as make demo runs it
     port = free_port()
     log = tmp_path / "demo.log"
     with log.open("wb") as out:

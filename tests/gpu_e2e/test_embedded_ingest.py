@@ -6,12 +6,11 @@ Postgres accepts would otherwise reach the demo unseen."""
 from __future__ import annotations
 
 import json
-import os
 import subprocess
 import sys
 from pathlib import Path
 
-from tests.workloads_e2e.procs import REPO
+from tests.workloads_e2e.procs import REPO, embedded_env
 
 SCRIPT = """
 import json, django
@@ -41,12 +40,10 @@ print(json.dumps(out))
 
 
 def test_a_batch_is_stored_once_on_the_embedded_database(tmp_path: Path) -> None:
-    env = {k: v for k, v in os.environ.items() if k not in ("DATABASE_URL", "REDIS_URL")}
-    env.update(DJANGO_SETTINGS_MODULE="portal.settings", GPUPORTAL_VAR_DIR=str(tmp_path))
     done = subprocess.run(
         [sys.executable, "-c", SCRIPT],
         cwd=REPO,
-        env=env,
+        env=embedded_env(tmp_path),
         capture_output=True,
         text=True,
         timeout=300,

@@ -77,6 +77,13 @@ class PrivateRedis:
             self.proc = None
 
 
+def embedded_env(var_dir: Path) -> dict[str, str]:
+    """The environment `make demo` runs in: no DATABASE_URL or REDIS_URL (SQLite under `var_dir`, an
+    in-memory broker and channel layer)."""
+    env = {k: v for k, v in os.environ.items() if k not in ("DATABASE_URL", "REDIS_URL")}
+    return env | {"DJANGO_SETTINGS_MODULE": "portal.settings", "GPUPORTAL_VAR_DIR": str(var_dir)}
+
+
 def worker_env(
     *, redis_url: str, kubeconfig: str, prefix: str, fault_dir: Path | None = None
 ) -> dict[str, str]:

@@ -19,7 +19,7 @@ Obj = dict[str, Any]
 def _no_collection() -> Iterator[None]:
     """A big decode allocates hundreds of thousands of objects the collector cannot free; without a
     pause it would run many times over them. Paused, not frozen: `gc.unfreeze()` would also thaw what
-    the process froze at start (portal/celery.py, the controller), and its next full collection
+    the process froze at start (portal/gcfreeze.py), and its next full collection
     would walk all of it again."""
     enabled = gc.isenabled()
     gc.disable()
