@@ -45,6 +45,7 @@ import redis
 from bench import apicalls
 from bench import cpu as cpu_use
 from bench.b1_sync import bare_pod, bench_cluster
+from bench.b4_jobs import KubeJobs, job_rows
 from bench.b4_watch import PodWatch, capacity_of, pod_watch
 from bench.common import Profile, Result, log, percentile
 from bench.procs import free_port, server_env, spawn, start_uvicorn, wait_port
@@ -368,6 +369,10 @@ def measure(size: Size, profile: Profile = "ci", label: str = "") -> list[Result
         with pod_watch(handle.kubeconfig, capacity) as watch:
             log(f"B4: direct, {size.jobs} pods on {gpus} GPUs in waves")
             ref = drive(Direct(api), watch, size, gpus, "direct", api)
+            log(f"B4: Kubernetes Jobs alone, {size.jobs} suspended Jobs un-suspended at once")
+            jobs_side = KubeJobs(api, gpus, CPU_M, MEMORY_MI, HOLD_S)
+            jobs = drive(jobs_side, watch, size, gpus, "k8s jobs", api)
+            jobs_side.close()
             with portal_stack(db_url, handle.kubeconfig) as (port, redis_port):
                 log(f"B4: portal, {size.jobs} jobs on {gpus} GPUs in waves")
                 ours = drive(Portal(port, redis_port, secrets, slug), watch, size, gpus, "portal", api)
@@ -376,7 +381,9 @@ def measure(size: Size, profile: Profile = "ci", label: str = "") -> list[Result
     stages["pod running"] = ours.latencies
     log("B4 portal, from the 201 (p50 / p99 ms): " + ", ".join(
         f"{step} {_ms(v, 50):.0f} / {_ms(v, 99):.0f}" for step, v in stages.items()))  # fmt: skip
-    return _results(profile, size, gpus, label, ours, ref, stages.get("running", []))
+    rows = _results(profile, size, gpus, label, ours, ref, stages.get("running", []))
+    where = f"{size.nodes} kwok nodes ({gpus} GPUs), {size.clients} threads"
+    return rows + job_rows(profile, label, where, ours, ref, jobs)
 
 
 def run(profile: Profile) -> Iterator[Result]:
