@@ -33,8 +33,9 @@ def job_rows(profile: Profile, label: str, where: str, ours: Measured, direct: M
              jobs: Measured) -> list[Result]:  # fmt: skip
     """Where the gap lies: Kubernetes alone running the portal's suspended Jobs against bare pods, and
     the portal against that ceiling. Informational: the goal stays bare pods."""
-    backend = (f"{where}: the portal's Job manifests POSTed suspended and un-suspended at once, in a "
-               "namespace with its quota, limits and Pod Security; no portal process")  # fmt: skip
+    backend = (f"the second reference, Kubernetes Jobs alone on the same {where}: the portal's Job manifests "
+               "POSTed suspended and un-suspended at once, in a namespace with its quota, limits and Pod "
+               "Security; no portal process")  # fmt: skip
     p99 = percentile(jobs.latencies, 99) * 1000
     log(f"B4: Kubernetes Jobs alone {jobs.rate:.1f} jobs/s, p99 {p99:.0f} ms")
     rows = [
