@@ -56,16 +56,18 @@ def job_notify(job_id: int, kind: str) -> None:
     send_on_commit(TaskName.NOTIFY_JOB, job_id, kind)
 
 
-def enqueue_reconcile(job_id: int) -> bool:
+def enqueue_reconcile(job_id: int, *, written: bool = False) -> bool:
     """Publish one job reconcile now and mark its outbox row published; False when the broker is down.
 
     At most one message per job waits in the queue: while one is pending (sent, not yet started) the
     sweep, the outbox and new writes add none, since that run reads the rows when it starts. Not sent
     again either while the job's request was published less than the outbox retry ago. Each message
     expires after a few sweep intervals (and its pending mark with it), so a backed-up queue drains
-    stale copies unrun; the sweep and the outbox send a fresh one."""
+    stale copies unrun; the sweep and the outbox send a fresh one.
+    `written`: the caller's transaction has just cleared the row's published_at (outbox_write), so
+    the recent-publish check would only read that back."""
     fresh = timezone.now() - timedelta(seconds=app_settings.outbox_retry_s())
-    if ReconcileOutbox.objects.filter(job_id=job_id, published_at__gte=fresh).exists():
+    if not written and ReconcileOutbox.objects.filter(job_id=job_id, published_at__gte=fresh).exists():
         return True
     expires = app_settings.reconcile_expires_s()
     if not _mark_pending(job_id, expires):
@@ -126,10 +128,12 @@ def _clear_pending(key: int | str) -> None:
 
 def outbox_write(job_id: int) -> None:
     """Record the intent inside the caller's transaction and publish once it commits."""
-    ReconcileOutbox.objects.update_or_create(
-        job_id=job_id, defaults={"requested_at": timezone.now(), "published_at": None}
+    # One upsert: update_or_create locked, then inserted between two savepoints (six statements).
+    row = ReconcileOutbox(job_id=job_id, requested_at=timezone.now(), published_at=None)
+    ReconcileOutbox.objects.bulk_create(
+        [row], update_conflicts=True, unique_fields=["job"], update_fields=["requested_at", "published_at"]
     )
-    transaction.on_commit(lambda: enqueue_reconcile(job_id))
+    transaction.on_commit(lambda: enqueue_reconcile(job_id, written=True))
 
 
 def outbox_seen(job_id: int) -> datetime | None:
