@@ -81,7 +81,8 @@ def job_sync(*, job: Job, client: KubeClient) -> None:
     """Converge one job as loaded (the steps are in the module docstring)."""
     seen = outbox_seen(job.pk)  # the request this run answers; one written meanwhile stays
     fault_point("after_load")
-    claims = project_claims(project=job.project)
+    # Only a job's own mounts are looked up in them: most jobs mount none (a query per reconcile).
+    claims = project_claims(project=job.project) if job.volumes else {}
     r = JobReconciler(job, client, claims=claims)
     if job.state == JobState.CANCELLED:
         _cancel(r, seen=seen)

@@ -1,9 +1,11 @@
-"""A submission's writes, statement by statement: what B4 and T12 pay per job on the web tier.
+"""A job's hot paths, statement by statement: what B4 and T12 pay per job on the web tier and in
+the workers.
 
 A POST /api/v1/jobs/ sent 30 statements (17 ms of the web process's CPU here): existence checks for
 rows already in hand, a savepoint per block, a locked read and two savepoints around the outbox row,
 and a read-back of the outbox after commit. These tests keep what was taken out from coming back,
-and check that the outbox upsert still does what update_or_create did."""
+and check that the outbox upsert still does what update_or_create did. A reconcile read the
+project's volumes every time, for jobs that mount none."""
 
 from __future__ import annotations
 
@@ -17,10 +19,13 @@ from django.utils import timezone
 
 from tests.fixtures.personas import World
 from workloads.choices import TaskName
-from workloads.models import ReconcileOutbox
+from workloads.k8s import paths
+from workloads.models import ProjectVolume, ReconcileOutbox
 from workloads.services import jobs as services
 from workloads.services.publisher import outbox_write
+from workloads.tasks import reconcile_job
 from workloads.tests.conftest import IMAGE, capture_sends
+from workloads.tests.fakes import FakeKube
 
 pytestmark = pytest.mark.django_db
 
@@ -59,3 +64,24 @@ def test_writing_the_outbox_again_renews_the_request_and_keeps_the_attempts(
     assert (row.published_at, row.attempts) == (None, 3)
     assert row.requested_at > long_ago
     assert ReconcileOutbox.objects.filter(job=job).count() == 1
+
+
+def test_a_reconcile_reads_the_project_volumes_only_for_a_job_that_mounts_one(
+    jobs_world: World, fake_kube: FakeKube, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    capture_sends(monkeypatch, TaskName.RECONCILE_JOB)
+    volume = ProjectVolume.objects.get(project=jobs_world.alpha, name="data")  # the fixture's
+    plain = services.job_submit(actor=jobs_world.member, project=jobs_world.alpha, data={"image": IMAGE})
+    mounting = services.job_submit(
+        actor=jobs_world.member,
+        project=jobs_world.alpha,
+        data={"image": IMAGE, "volumes": [{"volume": volume.name, "mount_path": "/data"}]},
+    )
+    reads = []
+    for job in (plain, mounting):
+        with CaptureQueriesContext(connection) as ctx:
+            reconcile_job(job.pk)
+        reads.append(len([q for q in ctx.captured_queries if "workloads_projectvolume" in q["sql"]]))
+    assert reads == [0, 1]
+    made = fake_kube.objects[paths.job("gp-alpha", mounting.k8s_name)]["spec"]["template"]["spec"]
+    assert made["volumes"][0]["persistentVolumeClaim"]["claimName"] == volume.claim_name
