@@ -63,6 +63,24 @@ def test_submit_runs_and_succeeds(cluster_world: World, kube: RealKubeClient) ->
     assert states == ["queued", "admitted", "running", "succeeded"]
 
 
+def test_a_job_admitted_before_its_job_is_made_runs_without_being_patched(
+    cluster_world: World, kube: RealKubeClient
+) -> None:
+    """Admission first (under load the usual order): the Job is made un-suspended, and the real Job
+    controller starts its pod from that one POST."""
+    job = submit(cluster_world, simulate={"run_seconds": 30})
+    admission_pass()
+    job.refresh_from_db()
+    assert job.state == JobState.ADMITTED
+    reconcile_job(job.pk)
+    manifest = kube.get(paths.job(job.namespace, job.k8s_name))
+    assert manifest is not None
+    assert manifest["spec"]["suspend"] is False
+    drive(job, {JobState.RUNNING})
+    manifest = kube.get(paths.job(job.namespace, job.k8s_name)) or {}
+    assert manifest["metadata"]["generation"] == 1  # its spec never changed after the POST
+
+
 def test_a_failing_job_keeps_its_exit_code(cluster_world: World) -> None:
     job = submit(cluster_world, simulate={"run_seconds": 2, "exit_code": 3})
     drive(job, {JobState.FAILED, JobState.SUCCEEDED})

@@ -135,9 +135,14 @@ def pod_affinity(job: Job) -> JSON | None:
 
 
 def build_job(
-    job: Job, *, claims: dict[str, ProjectVolume] | None = None, simulation: bool | None = None
+    job: Job,
+    *,
+    claims: dict[str, ProjectVolume] | None = None,
+    simulation: bool | None = None,
+    suspended: bool = True,
 ) -> JSON:
-    """The batch/v1 Job for a portal job: always created suspended; admission un-suspends it."""
+    """The batch/v1 Job for a portal job: suspended until admission un-suspends it. `suspended=False`
+    only for a job admitted before its Job was made: the same end state without the round trip."""
     sim = app_settings.simulation() if simulation is None else simulation
     labels = job_labels(job)
     template_meta: JSON = {"labels": dict(labels)}
@@ -149,7 +154,7 @@ def build_job(
         "kind": "Job",
         "metadata": {"name": job.k8s_name, "namespace": job.namespace, "labels": labels},
         "spec": {
-            "suspend": True,
+            "suspend": suspended,
             "parallelism": 1,
             "completions": 1,
             "backoffLimit": app_settings.backoff_limit(),

@@ -7,9 +7,10 @@ idempotent, and holds no row lock across a Kubernetes call.
 Steps of `job_sync()` (each is idempotent, so a worker killed anywhere is harmless):
 
 1. Cancelled: keep the log, delete the Job with background propagation (404 = done).
-2. Missing in the cluster and never created: create it suspended (409 AlreadyExists = done), and
-   record that it exists. Missing after it was created: its pods are the only evidence left; with
-   none the job is "unknown", never "failed", and "lost" after a while (services/evidence.py).
+2. Missing in the cluster and never created: create it, suspended unless already admitted (409
+   AlreadyExists = done), and record that it exists. Missing after it was created: its pods are
+   the only evidence left; with none the job is "unknown", never "failed", and "lost" after a
+   while (services/evidence.py).
    A lost job's Job that shows up again is deleted: its quota was given back.
 3. `spec.suspend` follows the portal: false once admitted (or unknown), true while queued or preempted.
 4. Observe Job conditions and the pod, move the row forward by compare-and-swap.
@@ -127,13 +128,21 @@ def _volume_removed(job: Job, claims: dict[str, ProjectVolume]) -> bool:
     return True
 
 
-def _suspend_as_now(r: JobReconciler, current: Obj) -> Obj:
-    """(Un)suspend the Kubernetes Job as the job's state is now, not as it was when this run loaded it:
-    a preemption committed meanwhile must never be answered by un-suspending on reclaimed GPUs."""
-    now = Job.objects.filter(pk=r.owner.pk).values_list("state", "planned_node").first()
+def _state_as_now(r: JobReconciler) -> bool:
+    """Reload what admission sets (False: the row is gone). Read just before a Job is made or
+    (un)suspended, not when this run loaded the job: a preemption committed meanwhile must never be
+    answered by a running Job on reclaimed GPUs, and a borrowing job's quota is raised first."""
+    now = Job.objects.filter(pk=r.owner.pk).values_list("state", "planned_node", "borrowing").first()
     if now is None:
+        return False
+    r.owner.state, r.owner.planned_node, r.owner.borrowing = now
+    return True
+
+
+def _suspend_as_now(r: JobReconciler, current: Obj) -> Obj:
+    """(Un)suspend the Kubernetes Job as the job's state is now (see `_state_as_now`)."""
+    if not _state_as_now(r):
         return current
-    r.owner.state, r.owner.planned_node = now
     try:
         r.reconcile(current, {})
     except NeedsUpdate:
@@ -149,7 +158,11 @@ def _quota_first(r: JobReconciler) -> None:
 
 
 def _create(r: JobReconciler) -> Obj | None:
-    """The Job as the POST answered it; None when it already existed (409)."""
+    """The Job as the POST answered it; None when it already existed (409). Made as the job's state
+    is now: suspended while queued; running at once when admission came first (under load the
+    usual case), which spares a PATCH and the Job controller's suspend and resume (status writes
+    and events: B4)."""
+    _state_as_now(r)
     _quota_first(r)
     fault_point("before_create")
     try:

@@ -240,3 +240,33 @@ def test_making_a_job_costs_one_get_and_one_post(jobs_world: World, fake_kube: F
     fake_kube.calls.clear()
     reconcile_job(job.pk)  # made already: read, and its pods listed, as every later run does
     assert [verb for verb, _ in fake_kube.calls] == ["GET", "GET"]
+
+
+def test_a_job_admitted_before_its_job_is_made_is_made_running_in_one_post(
+    jobs_world: World, fake_kube: FakeKube
+) -> None:
+    """Under load admission often comes first: the Job is made un-suspended, not suspended and then
+    patched (which also cost the Job controller a suspend and a resume: B4)."""
+    job = submit(jobs_world)
+    assert admission_pass() == [job.pk]
+    fake_kube.calls.clear()  # admission's own reads of the nodes
+    reconcile_job(job.pk)
+    assert fake_kube.calls == [
+        ("GET", paths.job(job.namespace, job.k8s_name)),
+        ("POST", paths.jobs(job.namespace)),
+    ]
+    assert fake_kube.objects[paths.job(job.namespace, job.k8s_name)]["spec"]["suspend"] is False
+
+
+def test_a_job_preempted_after_its_reconcile_loaded_it_admitted_is_made_suspended(
+    jobs_world: World, fake_kube: FakeKube
+) -> None:
+    from workloads.services.cluster_sync import job_sync
+
+    job = submit(jobs_world)
+    assert admission_pass() == [job.pk]
+    stale = Job.objects.select_related("project").get(pk=job.pk)  # loaded as admitted, not yet made
+    Job.objects.filter(pk=job.pk).update(state=JobState.PREEMPTED)  # the preemption commits meanwhile
+    job_sync(job=stale, client=fake_kube)
+    assert fake_kube.objects[paths.job(job.namespace, job.k8s_name)]["spec"]["suspend"] is True
+    assert ("PATCH", paths.job(job.namespace, job.k8s_name)) not in fake_kube.calls

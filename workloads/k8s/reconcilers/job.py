@@ -36,7 +36,7 @@ class JobReconciler(Reconciler[Job]):
         return paths.jobs(self.owner.namespace)
 
     def desired(self) -> Obj:
-        return builders.build_job(self.owner, claims=self.claims)
+        return builders.build_job(self.owner, claims=self.claims, suspended=self.want_suspended())
 
     def want_suspended(self) -> bool:
         return self.owner.state not in RUNS_IN_CLUSTER
