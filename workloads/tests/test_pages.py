@@ -69,7 +69,10 @@ def test_a_page_decode_pauses_the_collector_and_leaves_what_the_process_froze_fr
     try:
         items = list_all(Watching([_job("j0", "u0")]), "/apis/batch/v1/jobs", {}, keep=metadata_only)  # type: ignore[arg-type]
         assert len(items) == 1
-        assert gc.get_freeze_count() >= frozen > 0
+        # An unfreeze empties the permanent generation. Not `>= frozen`: a frozen object that dies
+        # meanwhile leaves it too (one did, in a full run: 893,624 of 893,625).
+        assert frozen > 0
+        assert gc.get_freeze_count() > frozen // 2
         assert gc.isenabled()
     finally:
         gc.unfreeze()
