@@ -43,7 +43,9 @@ def test_slices_are_priced_with_the_count_of_the_node_they_ran_on(world: World) 
     shared_node("n8", 8, 8)
     ran(world, "n8")
     assert hours_of(world) == [1.0]  # 4 of 8 slices for 2 h, not 4 of 4
-    assert usage_history(jobs=Job.objects.all(), group="project")[0]["gpu_hours"] == pytest.approx(1.0)
+    # Summed over its days: run between 00:00 and 02:01 UTC, the job's two hours span midnight.
+    days = usage_history(jobs=Job.objects.all(), group="project")
+    assert sum(row["gpu_hours"] for row in days) == pytest.approx(1.0, abs=1e-3)
     usage = fair_share_usage(now=timezone.now(), half_life_hours=168.0)
     assert usage.projects["alpha"] == pytest.approx(1.0, rel=1e-3)
 
