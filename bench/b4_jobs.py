@@ -50,14 +50,14 @@ class KubeJobs:
     """Suspended Jobs from the portal's builder, un-suspended at once, in a namespace made by the
     portal's builders with a quota as large as the cluster."""
 
-    def __init__(self, api: KubeApi, gpus: int, cpu_m: int, memory_mi: int, hold_s: int) -> None:
+    def __init__(self, api: KubeApi, image: str, gpus: int, cpu_m: int, memory_mi: int, hold_s: int) -> None:
         from accounts.models import Project, Quota
         from workloads.k8s import builders
 
         self.api = api
         self.project = Project(id=PROJECT_ID, slug=JOBS_SLUG, name="B4 Jobs reference")
-        self.job_fields = {"image": "registry.example.com/team/train:1.0", "gpus": 1, "cpu_millicores": cpu_m,
-                           "memory_mib": memory_mi, "sim_run_seconds": hold_s}  # fmt: skip
+        self.job_fields = {"image": image, "gpus": 1, "cpu_millicores": cpu_m, "memory_mib": memory_mi,
+                           "sim_run_seconds": hold_s}  # fmt: skip
         quota = Quota(project=self.project, gpus=gpus, cpu_millicores=2 * gpus * cpu_m,
                       memory_mib=2 * gpus * memory_mi, max_concurrent_jobs=gpus)  # fmt: skip
         namespace = builders.build_namespace(self.project)

@@ -370,7 +370,7 @@ def measure(size: Size, profile: Profile = "ci", label: str = "") -> list[Result
             log(f"B4: direct, {size.jobs} pods on {gpus} GPUs in waves")
             ref = drive(Direct(api), watch, size, gpus, "direct", api)
             log(f"B4: Kubernetes Jobs alone, {size.jobs} suspended Jobs un-suspended at once")
-            jobs_side = KubeJobs(api, gpus, CPU_M, MEMORY_MI, HOLD_S)
+            jobs_side = KubeJobs(api, IMAGE, gpus, CPU_M, MEMORY_MI, HOLD_S)
             jobs = drive(jobs_side, watch, size, gpus, "k8s jobs", api)
             jobs_side.close()
             with portal_stack(db_url, handle.kubeconfig) as (port, redis_port):
