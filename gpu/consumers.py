@@ -47,7 +47,8 @@ class LiveGpuConsumer(LiveConsumer):
             return
         self.group = group
         self.recheck = Recheck(user.pk, on_gone=self.close_unauthorised)
-        self.out = broadcast.Coalescer(app_settings.push_interval_s(), self._emit, asyncio.get_running_loop())
+        loop = asyncio.get_running_loop()
+        self.out = broadcast.Coalescer(app_settings.push_interval_s(), self._emit_due, loop)
         await self.channel_layer.group_add(self.group, self.channel_name)
         await self.channel_layer.group_add(user_group(user.pk), self.channel_name)
         await self.accept()
@@ -84,6 +85,10 @@ class LiveGpuConsumer(LiveConsumer):
 
     async def node_state(self, event: NodeStateMessage) -> None:
         self.out.offer("out", event)
+
+    async def _emit_due(self, due: list[tuple[str, GroupMessage]]) -> None:
+        for key, message in due:
+            await self._emit(key, message)
 
     async def _emit(self, key: str, message: GroupMessage) -> None:
         if self.recheck.gone():

@@ -1,6 +1,7 @@
-"""The publisher keeps at most SEND_CONCURRENCY group sends in flight: every group fires within one
-interval, and 1,000 node groups at once overran the Redis channel layer's connection pool (100),
-losing the frames beyond it (B7 at 1,000 sockets)."""
+"""The publisher keeps at most SEND_CONCURRENCY (gpu/layer_send.py) group sends in flight on a layer
+that sends one group at a time: every group fires within one interval, and 1,000 node groups at once
+overran the Redis channel layer's connection pool (100), losing the frames beyond it (B7 at 1,000
+sockets)."""
 
 from __future__ import annotations
 
@@ -14,7 +15,7 @@ import pytest
 from channels_redis.core import RedisChannelLayer
 from django.conf import settings
 
-from gpu import broadcast
+from gpu import broadcast, layer_send
 from gpu.messages import SamplesMessage
 
 GROUPS = 300  # three times the Redis pool, so an unbounded publisher cannot pass
@@ -49,7 +50,7 @@ def test_sends_in_flight_never_pass_the_bound(monkeypatch: pytest.MonkeyPatch) -
     _publish_all(broadcast.Publisher())
     _until(lambda: len(delivered) == GROUPS)
     assert len(delivered) == GROUPS
-    assert state["peak"] <= broadcast.SEND_CONCURRENCY
+    assert state["peak"] <= layer_send.SEND_CONCURRENCY
 
 
 def test_every_group_reaches_a_real_redis_channel_layer(
