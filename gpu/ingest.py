@@ -126,7 +126,7 @@ def _resolve_gpus(node: Node, samples: list[Sample]) -> dict[str, Gpu]:
 
 
 def _row(gpu_id: int, s: Sample) -> SampleRow:
-    procs = _PROCESSES.encode(s.processes).decode() if s.processes else None
+    procs = _PROCESSES.encode(s.processes) if s.processes else None
     return (
         gpu_id, s.ts, s.util_gpu, s.util_mem, s.mem_used_mib, s.mem_total_mib, s.temp_c, s.power_w,
         s.sm_clock_mhz, s.mem_clock_mhz, s.ecc_sbe, s.ecc_dbe, s.xid, procs,

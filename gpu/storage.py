@@ -1,7 +1,7 @@
 """Raw sample storage, chosen by database vendor; both backends offer the same small interface.
 
-Postgres (production): `gpu_sample` is range-partitioned by day. A batch is COPYed (psycopg 3)
-straight into it; a retried batch, which meets the (gpu, ts) key, goes through a session temp table
+Postgres (production): `gpu_sample` is range-partitioned by day. A batch is COPYed (psycopg 3, binary
+format) straight into it; a retried batch, which meets the (gpu, ts) key, goes through a session temp table
 and one `INSERT ... SELECT ... ON CONFLICT DO NOTHING` instead, so it stores only its new rows. No
 row-by-row ORM insert is ever made. Retention drops whole partitions. SQLite (the embedded demo):
 one plain table, `INSERT OR IGNORE`, retention by DELETE.
@@ -16,11 +16,15 @@ from datetime import UTC, date, datetime, timedelta
 from typing import Any, Protocol
 
 from django.db import DatabaseError, connection, transaction
+from psycopg import adapt, postgres
 from psycopg.errors import CheckViolation, UniqueViolation
+from psycopg.pq import Format
 
 # (gpu_id, ts, util_gpu, util_mem, mem_used_mib, mem_total_mib, temp_c, power_w, sm_clock_mhz,
-#  mem_clock_mhz, ecc_sbe, ecc_dbe, xid, processes_json)
-SampleRow = tuple[int, datetime, int, int, int, int, float, float, int, int, int, int, int | None, str | None]
+#  mem_clock_mhz, ecc_sbe, ecc_dbe, xid, processes as JSON text in UTF-8)
+SampleRow = tuple[
+    int, datetime, int, int, int, int, float, float, int, int, int, int, int | None, bytes | None
+]
 
 COLUMNS = (
     "gpu_id",
@@ -39,6 +43,23 @@ COLUMNS = (
     "processes",
 )
 _COLS = ", ".join(COLUMNS)
+# The columns' types (migration 0002) for a binary COPY: Postgres then reads each value as it is
+# stored, where a text COPY parsed every timestamp and number (the same batches took 40 % less time, B6).
+_TYPES = ["int8", "timestamptz", "int2", "int2", "int4", "int4", "float4", "float4", "int4", "int4",
+          "int8", "int8", "int4", "jsonb"]  # fmt: skip
+
+
+class _JsonText(adapt.Dumper):
+    """jsonb in binary: a version byte, then the JSON text as encoded once by ingest (psycopg's own
+    jsonb dumper would encode the bytes again, as a JSON string)."""
+
+    format = Format.BINARY
+    oid = postgres.types["jsonb"].oid
+
+    def dump(self, obj: Any) -> bytes:
+        return b"\x01" + bytes(obj)
+
+
 PARTITION_RE = re.compile(r"^gpu_sample_p(\d{8})$")
 
 
@@ -109,7 +130,10 @@ class PostgresStore:
 
     @staticmethod
     def _copy(cursor: Any, table: str, rows: Sequence[SampleRow]) -> None:
-        with cursor.cursor.copy(f"COPY {table} ({_COLS}) FROM STDIN") as copy:
+        raw = cursor.cursor
+        raw.adapters.register_dumper(None, _JsonText)  # this cursor only: found by the jsonb oid below
+        with raw.copy(f"COPY {table} ({_COLS}) FROM STDIN (FORMAT BINARY)") as copy:
+            copy.set_types(_TYPES)
             for row in rows:
                 copy.write_row(row)
 
@@ -189,6 +213,7 @@ def _sqlite(row: SampleRow) -> list[Any]:
     # Django keeps SQLite datetimes as naive UTC text; match it so ORM range filters compare right.
     values: list[Any] = list(row)
     values[1] = row[1].astimezone(UTC).replace(tzinfo=None).isoformat(" ")
+    values[13] = row[13].decode() if row[13] is not None else None  # JSON as text, as Django reads it
     return values
 
 

@@ -18,7 +18,8 @@ from msgspec import Meta, Struct
 
 Int = Annotated[int, Meta(ge=0, le=1 << 62)]
 Percent = Annotated[int, Meta(ge=0, le=100)]
-MiB = Annotated[int, Meta(ge=0, le=1 << 31)]
+MiB = Annotated[int, Meta(ge=0, le=(1 << 31) - 1)]  # the column is a Postgres integer
+Xid = Annotated[int, Meta(ge=0, le=(1 << 31) - 1)]
 Mhz = Annotated[int, Meta(ge=0, le=100_000)]
 Name = Annotated[str, Meta(max_length=253)] | None
 
@@ -49,7 +50,7 @@ class WireSample(Struct, frozen=True):
     ecc_sbe: Int
     ecc_dbe: Int
     processes: Annotated[list[WireProcess], Meta(max_length=MAX_PROCESSES)]
-    xid: int | None = None
+    xid: Xid | None = None
 
 
 class WireBatch(Struct, frozen=True):

@@ -36,6 +36,28 @@ def test_it_stores_a_batch_and_answers_counts() -> None:
     assert GpuSample.objects.filter(gpu_id=gpus[0].pk).count() == 30
 
 
+@pytest.mark.parametrize("retried", [False, True], ids=["copy", "merge of a retried batch"])
+def test_every_value_is_stored_as_sent(retried: bool) -> None:
+    """Binary COPY (gpu/storage.py): each column keeps its value and type, processes a JSON array."""
+    node = make_node()
+    (gpu,) = make_gpus(node, 1)
+    ts = datetime.now(UTC).replace(microsecond=123000) - timedelta(minutes=1)
+    sent = sample(gpu.uuid, ts, util=77, namespace="gp-alpha", pod="job-y-0", xid=79, ecc_sbe=1 << 40)
+    secret = node_token(node)
+    if retried:  # the second batch meets the key and goes through the temp table's merge
+        post(secret, batch(node.name, [sample(gpu.uuid, ts - timedelta(seconds=1))]))
+        body = batch(node.name, [sample(gpu.uuid, ts - timedelta(seconds=1)), sent])
+        assert post(secret, body).json() == {"accepted": 1, "duplicates": 1}
+    else:
+        assert post(secret, batch(node.name, [sent])).json() == {"accepted": 1, "duplicates": 0}
+    stored = GpuSample.objects.get(gpu_id=gpu.pk, ts=ts)
+    got = {field: getattr(stored, field) for field in sent if field not in ("gpu_uuid", "ts")}
+    assert got == {field: sent[field] for field in got}
+    assert stored.ts == ts
+    assert stored.processes == sent["processes"]
+    assert stored.processes[0]["pod_name"] == "job-y-0"
+
+
 def test_duplicates_are_ignored_and_counted() -> None:
     node = make_node()
     (gpu,) = make_gpus(node, 1)
@@ -92,6 +114,8 @@ BAD = [
     ({"gpu_uuid": ""}, "samples[1].gpu_uuid"),
     ({"processes": [{"pid": "x", "mem_used_mib": 1}]}, "samples[1].processes[0].pid"),
     ({"xid": 1.5}, "samples[1].xid"),
+    ({"xid": 1 << 31}, "samples[1].xid"),  # beyond the integer column: a 400, not a failed COPY
+    ({"mem_used_mib": 1 << 31}, "samples[1].mem_used_mib"),
 ]
 
 
