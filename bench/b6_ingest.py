@@ -5,7 +5,9 @@
   per-pod peaks, the live frames and counters after commit), one batch per node
   holding its 60 s backlog (the agent's catch-up after a blip; steady state sends ~1 s per batch);
 - references in the same run, same rows, same partitioned table: a bare COPY straight into it
-  (the ceiling) and Django `bulk_create` of the same rows;
+  (text format, psycopg's `write_row`: the goal's reference since B6 began) and Django `bulk_create`
+  of the same rows; beside them, informational, a bare binary COPY (the format ours has used since
+  9484789, so the part of the gap that is not the storing shows);
 - retention: dropping one day's partition vs DELETE of the same rows (+ VACUUM is not even counted).
 
 Runs in a throwaway database `<name>_bench` on the server of $DATABASE_URL (created, migrated and
@@ -170,6 +172,20 @@ def _time_copy(batches: list[list[Any]]) -> float:
     return time.perf_counter() - started
 
 
+def _time_binary_copy(batches: list[list[Any]]) -> float:
+    """A bare binary COPY per batch, through the store's own COPY (processes as bytes, made here untimed)."""
+    from django.db import connection, transaction
+
+    from gpu.storage import PostgresStore
+
+    binary = [[(*row[:13], row[13].encode()) for row in rows] for rows in batches]
+    started = time.perf_counter()
+    for rows in binary:
+        with transaction.atomic(), connection.cursor() as cursor:
+            PostgresStore._copy(cursor, "gpu_sample", rows)
+    return time.perf_counter() - started
+
+
 def _time_bulk_create(batches: list[list[Any]]) -> float:
     from django.db import transaction
 
@@ -254,13 +270,15 @@ def _measure(profile: Profile, nodes: int) -> dict[str, float]:
     _truncate()
     copy_s = _time_copy(rows)
     _truncate()
+    binary_s = _time_binary_copy(rows)
+    _truncate()
     bulk_s = _time_bulk_create(rows)
     # The retention day scales with the fleet: every GPU's samples of one day.
     gc.unfreeze()
     drop_s, delete_s, day_rows = _retention(start.replace(minute=0), DAY_ROWS_PER_GPU[profile])
     log(f"B6: retention on a day partition of {day_rows} rows")
-    return {"ours": n / ours_s, "copy": n / copy_s, "bulk": n / bulk_s, "drop_ms": drop_s * 1000,
-            "delete_ms": delete_s * 1000}  # fmt: skip
+    return {"ours": n / ours_s, "copy": n / copy_s, "binary": n / binary_s, "bulk": n / bulk_s,
+            "drop_ms": drop_s * 1000, "delete_ms": delete_s * 1000}  # fmt: skip
 
 
 def run(profile: Profile) -> Iterator[Result]:
@@ -279,6 +297,8 @@ def _results(profile: Profile, nodes: int, *, size: str) -> Iterator[Result]:
     backend = "postgres (local, fsync off)"
     yield Result("B6", profile, backend, "ingest_rows_per_s_vs_copy", m["ours"], m["copy"], ">= 0.5x COPY",
                  m["ours"] >= 0.5 * m["copy"], size)  # fmt: skip
+    yield Result("B6", profile, backend, "ingest_rows_per_s_vs_binary_copy", m["ours"], m["binary"],
+                 "informational", True, size)  # fmt: skip
     yield Result("B6", profile, backend, "ingest_rows_per_s_vs_bulk_create", m["ours"], m["bulk"],
                  ">= 10x bulk_create", m["ours"] >= 10 * m["bulk"], size)  # fmt: skip
     yield Result("B6", profile, backend, "drop_day_ms_vs_delete_ms", m["drop_ms"], m["delete_ms"],

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 from dataclasses import dataclass
-from datetime import datetime, timedelta
+from datetime import UTC, datetime, timedelta
 from operator import attrgetter
 from typing import Any
 
@@ -30,6 +30,7 @@ from gpu.storage import SampleRow, store
 from plugin.names import GPU_RESOURCE
 
 ZERO = timedelta(0)
+_UTC = {UTC}  # msgspec decodes "Z" and "+00:00" to fixed offsets equal to it
 _TS = attrgetter("ts")
 # The stored `processes` column: every field the agent sent, encoded in C.
 _PROCESSES = msgspec.json.Encoder()
@@ -50,6 +51,12 @@ def _out_of_window(samples: list[Sample], *, now: datetime) -> ValidationError |
     """The first sample stamped outside raw retention .. now + clock skew, or not in UTC."""
     oldest = now - timedelta(days=app_settings.raw_retention_days())
     newest = now + timedelta(seconds=app_settings.max_clock_skew_s())
+    # The common case in C-level passes (a Python loop per sample was a fifth of decoding, B6); the
+    # loop below only names the culprit.
+    if {s.ts.tzinfo for s in samples} == _UTC and (
+        oldest <= min(samples, key=_TS).ts and max(samples, key=_TS).ts <= newest
+    ):
+        return None
     for i, s in enumerate(samples):
         if s.ts.utcoffset() != ZERO:
             return ValidationError({f"samples[{i}].ts": ["must be in UTC (end with Z)"]})

@@ -8,13 +8,14 @@ batch, so a batch without pods (an idle node) costs nothing more.
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from datetime import datetime
 from operator import attrgetter
 from typing import NamedTuple
 
 from django.dispatch import Signal
 
-from gpu.samples import Sample
+from gpu.samples import Process, Sample
 
 # A gap longer than this between two samples of one GPU is missing telemetry, not busy time.
 MAX_INTERVAL_S = 5.0
@@ -44,20 +45,29 @@ class PodReading(NamedTuple):
 def pod_readings(samples: list[Sample]) -> list[PodReading]:
     """Readings of every pod with a process in the samples. One pass in time order; each sample
     stands for the gap to its GPU's previous one, capped (B6: a tenth of a batch's ingest)."""
-    previous: dict[str, float] = {}
+    previous: dict[str, datetime] = {}
     readings: list[PodReading] = []
     for s in sorted(samples, key=attrgetter("ts")):
-        at, before = s.ts.timestamp(), previous.get(s.gpu_uuid)
-        previous[s.gpu_uuid] = at
-        gap = at - before if before is not None and at > before else FIRST_INTERVAL_S
-        interval = min(gap, MAX_INTERVAL_S)
-        mem: dict[tuple[str, str], int] = {}
-        for p in s.processes:
-            if p.pod_namespace and p.pod_name:
-                key = (p.pod_namespace, p.pod_name)
-                mem[key] = mem.get(key, 0) + p.mem_used_mib
-        for (namespace, pod), used in mem.items():
-            readings.append(
-                PodReading(namespace, pod, s.gpu_uuid, s.ts, used, s.mem_total_mib, s.util_gpu, interval)
-            )
+        ts, uuid = s.ts, s.gpu_uuid
+        before = previous.get(uuid)
+        previous[uuid] = ts
+        if not s.processes:
+            continue
+        gap = (ts - before).total_seconds() if before is not None and ts > before else FIRST_INTERVAL_S
+        interval = gap if gap < MAX_INTERVAL_S else MAX_INTERVAL_S
+        for (namespace, pod), used in _pod_memory(s.processes):
+            readings.append(PodReading(namespace, pod, uuid, ts, used, s.mem_total_mib, s.util_gpu, interval))
     return readings
+
+
+def _pod_memory(processes: list[Process]) -> Iterable[tuple[tuple[str, str], int]]:
+    """Each pod's memory on the GPU: its processes' summed. One process (the common case) needs no sum."""
+    if len(processes) == 1:
+        p = processes[0]
+        return [((p.pod_namespace, p.pod_name), p.mem_used_mib)] if p.pod_namespace and p.pod_name else []
+    mem: dict[tuple[str, str], int] = {}
+    for p in processes:
+        if p.pod_namespace and p.pod_name:
+            key = (p.pod_namespace, p.pod_name)
+            mem[key] = mem.get(key, 0) + p.mem_used_mib
+    return mem.items()

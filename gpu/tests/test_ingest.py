@@ -111,6 +111,7 @@ BAD = [
     ({"ts": "2026-11-30 12:00:00"}, "samples[1].ts"),
     ({"ts": "2026-11-30T12:00:00.000+02:00"}, "samples[1].ts"),
     ({"ts": "1999-01-01T00:00:00.000Z"}, "samples[1].ts"),
+    ({"ts": "2099-01-01T00:00:00.000Z"}, "samples[1].ts"),  # beyond now + the allowed clock skew
     ({"gpu_uuid": ""}, "samples[1].gpu_uuid"),
     ({"processes": [{"pid": "x", "mem_used_mib": 1}]}, "samples[1].processes[0].pid"),
     ({"xid": 1.5}, "samples[1].xid"),
