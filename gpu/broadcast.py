@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import asyncio
 import hashlib
+import logging
 import os
 import threading
 import time
@@ -32,6 +33,7 @@ from gpu import app_settings
 from gpu.layer_send import GroupSender
 from gpu.messages import GpuFrame, GroupMessage, NodeFrame, NodeStateMessage, SamplesMessage
 
+log = logging.getLogger(__name__)
 # A burst of batches is handed to the publisher thread in one wake-up per this many seconds; a lone
 # message goes at once. Small beside the live pages' 1 s frames and B7's 250 ms goal (it added
 # about 10 ms to B7's median and 20 ms to its p99, side by side).
@@ -184,7 +186,10 @@ class Publisher:
         self._armed = False  # first: what is handed over from here on arms a new wake-up
         self._drained_at = coalescer.loop.time()
         while self._handed:
-            coalescer.offer_all(self._handed.popleft())
+            try:
+                coalescer.offer_all(self._handed.popleft())
+            except Exception:  # one bad message must not strand the rest until the next hand-over
+                log.exception("offering group messages failed")
 
 
 PUBLISHER = Publisher()

@@ -6,7 +6,7 @@ and those sends, one wake-up and one write and read each, took about 0.5 ms of t
 interpreter per ingested batch (B6, the publisher thread's CPU time), a sixth of the batch itself.
 
 On the pub/sub layer with one Redis (the chart's setting) the due messages go out as one pipeline of
-PUBLISHes, serialized by the layer itself, on the channel names its subscribers listen on
+PUBLISHes, encoded with the layer's own serializer, on the channel names its subscribers listen on
 (channels_redis 4.3: `<prefix>__group__<group>`, checked against the real layer by
 gpu/tests/test_layer_send.py). Any other layer gets its own `group_send`, at most SEND_CONCURRENCY
 at once. Delivery stays at-most-once: a failed send is logged and dropped, the next frame follows.
@@ -29,6 +29,10 @@ log = logging.getLogger(__name__)
 # Well under a layer's Redis pool (RedisChannelLayer's stops at 100, and each send beyond it failed:
 # B7 at 1,000 sockets), which this process's consumers share.
 SEND_CONCURRENCY = 32
+# A pipeline not sent and answered within this is given up (logged), waiting for its turn included: a
+# stalled Redis then holds one connection of this process, and the frames queued behind it are dropped
+# after this long instead of piling up, one pipeline per 20 ms hand-off.
+PIPELINE_TIMEOUT_S = 5.0
 
 Due = Sequence[tuple[str, GroupMessage]]
 
@@ -38,6 +42,7 @@ class GroupSender:
 
     def __init__(self) -> None:
         self._sending = asyncio.Semaphore(SEND_CONCURRENCY)
+        self._pipelining = asyncio.Lock()  # one pipeline at a time, as the layer's own shard lock does
         self._redis: dict[int, aioredis.Redis] = {}  # per layer object (tests swap layers)
 
     async def send_all(self, layer: Any, due: Due) -> None:
@@ -49,7 +54,8 @@ class GroupSender:
             pipe = redis.pipeline(transaction=False)
             for group, message in due:
                 pipe.publish(f"{layer.prefix}__group__{group}", layer.serialize(message))
-            await pipe.execute()
+            async with asyncio.timeout(PIPELINE_TIMEOUT_S), self._pipelining:  # the wait for the lock too
+                await pipe.execute()
         except Exception:  # a dead Redis must not kill the publisher; the next frame retries
             log.exception("sending %d group message(s) failed", len(due))
 
