@@ -43,7 +43,7 @@ class GroupSender:
     def __init__(self) -> None:
         self._sending = asyncio.Semaphore(SEND_CONCURRENCY)
         self._pipelining = asyncio.Lock()  # one pipeline at a time, as the layer's own shard lock does
-        self._redis: dict[int, aioredis.Redis] = {}  # per layer object (tests swap layers)
+        self._client: tuple[Any, aioredis.Redis] | None = None  # (the layer it was made for, client)
 
     async def send_all(self, layer: Any, due: Due) -> None:
         try:
@@ -70,9 +70,11 @@ class GroupSender:
         """A Redis client for the layer's one host, or None where messages go one by one."""
         if not isinstance(layer, RedisPubSubChannelLayer):
             return None
-        if (redis := self._redis.get(id(layer))) is None:
-            shards = layer._shards  # the hosts it was configured with, decoded (4.3)
-            if len(shards) != 1:  # sharded by channel name: leave the choice of host to the layer
-                return None
-            redis = self._redis[id(layer)] = aioredis.Redis(connection_pool=create_pool(shards[0].host))
+        if self._client is not None and self._client[0] is layer:
+            return self._client[1]
+        shards = layer._shards  # the hosts it was configured with, decoded (4.3)
+        if len(shards) != 1:  # sharded by channel name: leave the choice of host to the layer
+            return None
+        redis = aioredis.Redis(connection_pool=create_pool(shards[0].host))
+        self._client = (layer, redis)  # one layer per process; a test that swaps layers gets a new one
         return redis
