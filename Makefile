@@ -45,8 +45,11 @@ lint: venv proto
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
 
+# mypy's cache lives beside the Kubernetes build, outside the clone: a fresh clone's first check of
+# 529 files takes ~70 s on 2 cores, ~8 s against the cache another clone left (mypy re-checks by
+# content hash whatever changed, so a stale cache costs time, never a missed error).
 typecheck: venv proto
-	$(BIN)/mypy .
+	$(BIN)/mypy --cache-dir $${MYPY_CACHE_DIR:-$(HOME)/.cache/gpuportal/mypy} .
 
 layers: venv
 	$(BIN)/lint-imports
