@@ -94,6 +94,11 @@ def job_sync(*, job: Job, client: KubeClient) -> None:
         if _volume_removed(job, claims):
             _cancel(r, seen=seen)
             return
+        if not _state_as_now(r):
+            return  # the row was deleted since this run loaded it: nothing to make
+        if job.state == JobState.CANCELLED:  # cancelled since: make nothing rather than make and delete
+            _cancel(r, seen=seen)
+            return
         created = _create(r)
         if Job.objects.filter(pk=job.pk, state=JobState.CANCELLED).exists():
             _cancel(r, seen=seen, force=True)  # cancelled while we were creating: take it back
@@ -161,8 +166,7 @@ def _create(r: JobReconciler) -> Obj | None:
     """The Job as the POST answered it; None when it already existed (409). Made as the job's state
     is now: suspended while queued; running at once when admission came first (under load the
     usual case), which spares a PATCH and the Job controller's suspend and resume (status writes
-    and events: B4)."""
-    _state_as_now(r)
+    and events: B4). The caller has just reloaded that state (`_state_as_now`)."""
     _quota_first(r)
     fault_point("before_create")
     try:

@@ -160,8 +160,21 @@ def test_a_cancel_racing_the_create_leaves_no_cluster_job(jobs_world: World, fak
     reconcile_job(job.pk)  # the cancel's reconcile: nothing to delete yet
     from workloads.services.cluster_sync import job_sync
 
-    job_sync(job=stale, client=fake_kube)  # the stale one creates, sees the cancel, deletes again
+    fake_kube.calls.clear()
+    job_sync(job=stale, client=fake_kube)  # the stale one reloads the state before it makes anything
     assert paths.job("gp-alpha", job.k8s_name) not in fake_kube.objects
+    assert ("POST", paths.jobs(job.namespace)) not in fake_kube.calls  # not made and deleted again
+
+
+def test_a_reconcile_whose_job_row_was_deleted_makes_nothing(jobs_world: World, fake_kube: FakeKube) -> None:
+    from workloads.services.cluster_sync import job_sync
+
+    job = submit(jobs_world)
+    stale = Job.objects.select_related("project").get(pk=job.pk)
+    Job.objects.filter(pk=job.pk).delete()  # an operator removed it in the admin meanwhile
+    job_sync(job=stale, client=fake_kube)
+    assert ("POST", paths.jobs(job.namespace)) not in fake_kube.calls
+    assert paths.job(job.namespace, job.k8s_name) not in fake_kube.objects
 
 
 def test_a_request_written_while_a_reconcile_runs_outlives_it(jobs_world: World, fake_kube: FakeKube) -> None:
