@@ -8,6 +8,7 @@ from collections.abc import Iterator
 from typing import Any
 
 from django.db import connections
+from django.test import override_settings
 
 from portal.celery import app
 from workloads.controller.loop import Controller
@@ -16,11 +17,17 @@ from workloads.k8s.client import KubeClient
 
 @contextlib.contextmanager
 def use_broker(url: str) -> Iterator[None]:
+    """Publish to `url`, and keep the shared cache there too, as every process of a deployment does:
+    the reconciles' pending marks set here must be the ones the workers clear. (With the cache left
+    on the test run's Redis, a mark set here was never cleared, and each job's next watch-driven
+    reconcile waited for it to expire: the chaos test's jobs sat Running ~100 s after they ended.)"""
     old = app.conf.broker_url
     _reset_pool()
     app.conf["broker_url"] = url
+    cache = {"default": {"BACKEND": "django.core.cache.backends.redis.RedisCache", "LOCATION": url}}
     try:
-        yield
+        with override_settings(CACHES=cache):
+            yield
     finally:
         _reset_pool()
         app.conf["broker_url"] = old
