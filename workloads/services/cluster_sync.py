@@ -7,10 +7,11 @@ idempotent, and holds no row lock across a Kubernetes call.
 Steps of `job_sync()` (each is idempotent, so a worker killed anywhere is harmless):
 
 1. Cancelled: keep the log, delete the Job with background propagation (404 = done).
-2. Missing in the cluster and never created: create it, suspended unless already admitted (409
-   AlreadyExists = done), and record that it exists. Missing after it was created: its pods are
-   the only evidence left; with none the job is "unknown", never "failed", and "lost" after a
-   while (services/evidence.py).
+2. Missing in the cluster and never created: reload the job's state first (cancelled meanwhile: as
+   1, and nothing is made; its row deleted: nothing to do), then create it, suspended unless
+   already admitted (409 AlreadyExists = done), and record that it exists. Missing after it was
+   created: its pods are the only evidence left; with none the job is "unknown", never "failed",
+   and "lost" after a while (services/evidence.py).
    A lost job's Job that shows up again is deleted: its quota was given back.
 3. `spec.suspend` follows the portal: false once admitted (or unknown), true while queued or preempted.
 4. Observe Job conditions and the pod, move the row forward by compare-and-swap.
