@@ -54,9 +54,10 @@ def can_act_on_job(*, user: User, job: Job) -> bool:
     return role == Role.MANAGER or (role == Role.MEMBER and job.owner_id == user.pk)
 
 
-def job_id_of(*, uid: str) -> int | None:
-    """The id of the job with this uid (the cluster's label), whoever owns it; None if unknown."""
-    return Job.objects.filter(uid=uid).values_list("pk", flat=True).first()
+def job_of_uid(*, uid: str) -> Job | None:
+    """The job with this uid (the cluster's label), whoever owns it, loaded as a reconcile reads it
+    (with its project), or None: one query where an id lookup and then the load were two (B4)."""
+    return Job.objects.select_related("project").filter(uid=uid).first()
 
 
 def job_events(*, job: Job) -> QuerySet[JobEvent]:

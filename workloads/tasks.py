@@ -18,7 +18,7 @@ from workloads.choices import TaskName
 from workloads.k8s.client import get_client
 from workloads.k8s.errors import K8sTransientError
 from workloads.k8s.faults import fault_point
-from workloads.selectors import job_id_of
+from workloads.selectors import job_of_uid
 from workloads.services import cluster_sync, grants, idle, k8s_events, nodes, notifications, publisher
 from workloads.services.publisher import outbox_dispatch
 
@@ -54,9 +54,9 @@ def reconcile_job(job_id: int) -> None:
 )
 def reconcile_job_uid(uid: str) -> None:
     publisher.reconcile_uid_started(uid)
-    job_id = job_id_of(uid=uid)
-    if job_id is not None:
-        cluster_sync.job_reconcile(job_id=job_id, client=get_client())
+    job = job_of_uid(uid=uid)
+    if job is not None:
+        cluster_sync.job_sync(job=job, client=get_client())
 
 
 @shared_task(

@@ -6,6 +6,8 @@ from typing import Any
 
 import pytest
 from django.core import mail
+from django.db import connection
+from django.test.utils import CaptureQueriesContext
 
 from tests.fixtures.personas import World
 from workloads.admission.cycle import admission_pass
@@ -13,7 +15,7 @@ from workloads.choices import JobState
 from workloads.k8s import paths
 from workloads.models import Job, ReconcileOutbox
 from workloads.services import jobs as services
-from workloads.tasks import notify_job, reconcile_job
+from workloads.tasks import notify_job, reconcile_job, reconcile_job_uid
 from workloads.tests.conftest import IMAGE
 from workloads.tests.fakes import FakeKube
 
@@ -283,3 +285,22 @@ def test_a_job_preempted_after_its_reconcile_loaded_it_admitted_is_made_suspende
     job_sync(job=stale, client=fake_kube)
     assert fake_kube.objects[paths.job(job.namespace, job.k8s_name)]["spec"]["suspend"] is True
     assert ("PATCH", paths.job(job.namespace, job.k8s_name)) not in fake_kube.calls
+
+
+def test_a_watch_driven_reconcile_costs_no_query_more_than_one_by_id(
+    jobs_world: World, fake_kube: FakeKube
+) -> None:
+    """The label's uid finds and loads the job in one query: an id lookup first was one more round
+    trip for every watched change of a Job or its pods (B4)."""
+    job = submit(jobs_world)
+    reconcile_job(job.pk)
+    assert admission_pass() == [job.pk]
+    add_pod(fake_kube, job, "Running")
+    reconcile_job(job.pk)
+    with CaptureQueriesContext(connection) as by_id:
+        reconcile_job(job.pk)
+    with CaptureQueriesContext(connection) as by_uid:
+        reconcile_job_uid(str(job.uid))
+    assert len(by_uid) == len(by_id), [q["sql"][:80] for q in by_uid.captured_queries]
+    job.refresh_from_db()
+    assert job.state == JobState.RUNNING
