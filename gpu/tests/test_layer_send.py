@@ -103,13 +103,15 @@ def test_a_stalled_redis_holds_one_connection_and_gives_up(
         sender = layer_send.GroupSender()
         await asyncio.gather(*(sender.send_all(layer, [(f"send-{i}", _message(i))]) for i in range(5)))
 
-    with caplog.at_level(logging.ERROR, logger="gpu.layer_send"):
-        asyncio.run(asyncio.wait_for(five_hand_offs(), timeout=10))
+    try:
+        with caplog.at_level(logging.ERROR, logger="gpu.layer_send"):
+            asyncio.run(asyncio.wait_for(five_hand_offs(), timeout=10))
+    finally:
+        server.close()
     assert caplog.text.count("sending 1 group message(s) failed") == 5
     # One at a time: the first pipeline's, and at most one more whose turn came as the first was given
     # up (all five started together); a connection per hand-off would be five.
     assert len(accepted) <= 2
-    server.close()
 
 
 def test_a_bad_hand_off_does_not_strand_the_next(monkeypatch: pytest.MonkeyPatch) -> None:

@@ -7,6 +7,7 @@ import threading
 from collections.abc import Iterator
 from typing import Any
 
+from django.conf import settings
 from django.db import connections
 from django.test import override_settings
 
@@ -24,9 +25,8 @@ def use_broker(url: str) -> Iterator[None]:
     old = app.conf.broker_url
     _reset_pool()
     app.conf["broker_url"] = url
-    cache = {"default": {"BACKEND": "django.core.cache.backends.redis.RedisCache", "LOCATION": url}}
     try:
-        with override_settings(CACHES=cache):
+        with override_settings(CACHES={"default": {**settings.CACHES["default"], "LOCATION": url}}):
             yield
     finally:
         _reset_pool()
