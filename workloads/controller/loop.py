@@ -13,6 +13,7 @@ import logging
 import os
 import socket
 import threading
+import time
 
 from django.db import close_old_connections
 
@@ -69,8 +70,11 @@ class Controller:
                 stop.wait(self.tick_s)
         finally:
             inner.set()
+            for watcher in self.watchers:
+                watcher.interrupt()  # a quiet stream would hold its thread until the next bookmark
+            deadline = time.monotonic() + 5
             for thread in threads:
-                thread.join(timeout=5)
+                thread.join(timeout=max(0.0, deadline - time.monotonic()))
             self.watch_counts.flush()
             self.elector.release()
 

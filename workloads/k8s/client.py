@@ -9,10 +9,11 @@ are also tested against the real local control plane.
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
 import threading
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator, Generator, Iterator
 from typing import Any, Protocol
 
 import orjson
@@ -167,7 +168,7 @@ class RealKubeClient:
 
     def stream(self, path: str, query: dict[str, str] | None = None, timeout: float = 330) -> Iterator[bytes]:
         response = self._call("GET", path, query=query, timeout=(10, timeout))
-        return _lines(response)
+        return LineStream(response)
 
     def read_bytes(self, path: str, query: dict[str, str] | None = None) -> bytes:
         response = self._call("GET", path, query=query)
@@ -195,7 +196,31 @@ class RealKubeClient:
         return bytes(kept), cut
 
 
-def _lines(response: urllib3.BaseHTTPResponse) -> Iterator[bytes]:
+class LineStream:
+    """A long body's lines. `shutdown`, from another thread, ends a read that waits for the next line
+    (a watch at stop, which would otherwise wait for the API server's next bookmark, up to a minute)."""
+
+    def __init__(self, response: urllib3.BaseHTTPResponse) -> None:
+        self._response = response
+        self._lines = _lines(response)
+
+    def __iter__(self) -> LineStream:
+        return self
+
+    def __next__(self) -> bytes:
+        return next(self._lines)
+
+    def close(self) -> None:
+        self._lines.close()
+
+    def shutdown(self) -> None:
+        # urllib3 refuses (ValueError, RuntimeError) once the body ended and the connection went back
+        # to the pool: then there is no read to end, and the pooled socket must not be touched.
+        with contextlib.suppress(ValueError, RuntimeError, OSError):
+            self._response.shutdown()
+
+
+def _lines(response: urllib3.BaseHTTPResponse) -> Generator[bytes]:
     """Split a chunked body into lines; closing the generator closes the connection."""
     buffer = b""
     try:

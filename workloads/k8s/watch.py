@@ -28,7 +28,7 @@ import logging
 import random
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -105,6 +105,7 @@ class Watcher:
         self._relisted_after_gone_at = -1e9
         self._current = False
         self._heard_at = -1e9  # the last list or line
+        self._stream: Iterator[bytes] | None = None
 
     @property
     def current(self) -> bool:
@@ -173,9 +174,11 @@ class Watcher:
             "timeoutSeconds": str(self.watch_timeout_s),
             "resourceVersion": self.resource_version or "",
         }
-        lines = self.client.stream(self.spec.path, query, timeout=self.watch_timeout_s + 30)
+        lines = self._stream = self.client.stream(self.spec.path, query, timeout=self.watch_timeout_s + 30)
         read = 0
         try:
+            if stop.is_set():  # set while the stream opened: `interrupt` may have come before it
+                return read
             for line in lines:
                 read += 1
                 self._handle_line(line)
@@ -186,6 +189,12 @@ class Watcher:
             if close is not None:
                 close()
         return read
+
+    def interrupt(self) -> None:
+        """End the stream's wait for its next line (from another thread, after the stop is set)."""
+        shutdown = getattr(self._stream, "shutdown", None)
+        if shutdown is not None:
+            shutdown()
 
     def _relist_due(self) -> bool:
         return time.monotonic() - self._listed_at > self.relist_interval_s
