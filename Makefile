@@ -54,15 +54,20 @@ typecheck: venv proto
 layers: venv
 	$(BIN)/lint-imports
 
+define run-pytest
+source deploy/setup/services.sh env
+bash deploy/setup/services.sh up
+$(BIN)/python -m pytest --ignore=tests/realnode --durations=25 $(PYTEST_ARGS)
+endef
+
 pytest: venv proto system-deps cluster-build images oidc-provider
-	source deploy/setup/services.sh env
-	bash deploy/setup/services.sh up
-	$(BIN)/python -m pytest --ignore=tests/realnode --durations=25 $(PYTEST_ARGS)
+	$(run-pytest)
 
 # The tests on the optional real node (a real kubelet, containerd and runc; deploy/localcluster/README.md)
 # run inside the run's own network namespace, with their own control plane, Postgres and Redis there.
+REALNODE_RUN := $(BIN)/python -m portal.localcluster.netns run -- bash deploy/localcluster/realnode/run-tests.sh
 pytest-realnode: venv proto system-deps cluster-build realnode-images images
-	$(BIN)/python -m portal.localcluster.netns run -- bash deploy/localcluster/realnode/run-tests.sh $(PYTEST_ARGS)
+	$(REALNODE_RUN) $(PYTEST_ARGS)
 
 # The real node's pause and busybox images (cached; seconds when built). Built out here: nothing
 # routes out of the run's namespace, and the build needs apt and the Go toolchain.
@@ -78,7 +83,19 @@ oidc-provider:
 images: venv proto system-deps
 	bash deploy/images/build.sh
 
-test: lint typecheck layers pytest pytest-realnode
+# The real-node run (~2 min, mostly waiting on containers; ~0.4 of a core) shares nothing with the main
+# suite but the machine, so it runs beside it, in its own process group; its output follows the suite's.
+test: lint typecheck layers venv proto system-deps cluster-build images oidc-provider realnode-images
+	realnode_log=$$(mktemp /tmp/gpuportal-realnode.XXXXXX)
+	setsid $(REALNODE_RUN) $(PYTEST_ARGS) >"$$realnode_log" 2>&1 &
+	realnode=$$!
+	trap '[ -z "$$realnode" ] || kill -TERM -- -$$realnode 2>/dev/null; rm -f "$$realnode_log"' EXIT
+	suite=0; ( $(run-pytest) ) || suite=$$?
+	real=0; wait $$realnode || real=$$?
+	realnode=
+	echo "==== the real-node run (tests/realnode), beside the suite above: exit $$real ===="
+	cat "$$realnode_log"
+	exit $$(( suite || real ))
 
 # The drills and model checks at the full size of docs reliability.md (hours, not in `make test`):
 # T05 200 jobs / 50 kills / 5 seeds, T06 500 x 50, T08 Postgres and Redis 5 min, API server 10 min,
