@@ -7,6 +7,7 @@ next bookmark (about a minute) or the watch's own timeout (4 minutes).
 
 from __future__ import annotations
 
+import logging
 import threading
 
 import pytest
@@ -23,7 +24,9 @@ def _ignore(*args: object) -> None:
     return None
 
 
-def test_interrupt_ends_a_quiet_watch_at_once(kube: RealKubeClient, k8s_namespace: str) -> None:
+def test_interrupt_ends_a_quiet_watch_at_once(
+    kube: RealKubeClient, k8s_namespace: str, caplog: pytest.LogCaptureFixture
+) -> None:
     spec = WatchSpec(
         "quiet", f"/api/v1/namespaces/{k8s_namespace}/configmaps", "quiet=nothing", _ignore, _ignore
     )
@@ -38,6 +41,7 @@ def test_interrupt_ends_a_quiet_watch_at_once(kube: RealKubeClient, k8s_namespac
     watcher.interrupt()
     thread.join(timeout=10)
     assert not thread.is_alive(), "the watch still waits on its stream after interrupt"
+    assert not [r for r in caplog.records if r.levelno >= logging.WARNING], "a stop is not a failure"
 
 
 @pytest.mark.django_db(transaction=True)

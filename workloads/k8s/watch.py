@@ -234,6 +234,8 @@ class Watcher:
                 self._wait_before_relist(stop)
                 continue
             except Exception:
+                if stop.is_set():
+                    return  # the stream was ended by `interrupt`, at stop: nothing went wrong
                 self.stats.errors += 1
                 log.warning("watch %s failed; retrying in %.1f s", self.spec.name, backoff, exc_info=True)
                 healthy = False
