@@ -185,6 +185,7 @@ class Watcher:
                 if stop.is_set() or self._relist_due():
                     break
         finally:
+            self._stream = None  # ended: nothing for `interrupt` to end (its connection may be reused)
             close = getattr(lines, "close", None)
             if close is not None:
                 close()
