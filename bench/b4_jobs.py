@@ -63,7 +63,7 @@ class KubeJobs:
         namespace = builders.build_namespace(self.project)
         self.namespace = str(namespace["metadata"]["name"])
         api.create("/api/v1/namespaces", namespace)
-        api.create_namespace(self.namespace)  # waits for the default ServiceAccount
+        api.wait_default_service_account(self.namespace)
         base = f"/api/v1/namespaces/{self.namespace}"
         api.create(f"{base}/resourcequotas", builders.build_resource_quota(self.project, quota))
         api.create(f"{base}/limitranges", builders.build_limit_range(self.project))

@@ -118,10 +118,14 @@ class KubeApi:
         self.create(
             "/api/v1/namespaces", {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": name}}
         )
+        self.wait_default_service_account(name, timeout)
+
+    def wait_default_service_account(self, namespace: str, timeout: float = 120.0) -> None:
+        """Wait until the controller-manager has made the namespace's default ServiceAccount."""
         deadline = time.monotonic() + timeout
         while True:
             try:
-                self.get(f"/api/v1/namespaces/{name}/serviceaccounts/default")
+                self.get(f"/api/v1/namespaces/{namespace}/serviceaccounts/default")
                 return
             except KubeApiError as exc:
                 if exc.status != 404 or time.monotonic() > deadline:
