@@ -84,15 +84,21 @@ images: venv proto system-deps
 	bash deploy/images/build.sh
 
 # The real-node run (~2 min, mostly waiting on containers; ~0.4 of a core) shares nothing with the main
-# suite but the machine, so it runs beside it, in its own process group; its output follows the suite's.
+# suite but the machine, so it runs beside it, in its own process group (`set -m`, which also keeps
+# SIGINT working there); its output follows the suite's. Ctrl-C is passed on to it as SIGINT, on which
+# its pytest tears the real node down and puts the host back as found (SIGTERM would leave the kubelet,
+# containerd and the host's changes behind).
 test: lint typecheck layers venv proto system-deps cluster-build images oidc-provider realnode-images
 	realnode_log=$$(mktemp /tmp/gpuportal-realnode.XXXXXX)
-	setsid $(REALNODE_RUN) $(PYTEST_ARGS) >"$$realnode_log" 2>&1 &
+	set -m
+	$(REALNODE_RUN) $(PYTEST_ARGS) >"$$realnode_log" 2>&1 &
 	realnode=$$!
-	trap '[ -z "$$realnode" ] || kill -TERM -- -$$realnode 2>/dev/null; rm -f "$$realnode_log"' EXIT
+	set +m
+	trap 'rm -f "$$realnode_log"' EXIT
+	trap 'kill -INT -- -$$realnode 2>/dev/null || true; wait $$realnode || true; cat "$$realnode_log"; exit 130' INT TERM
 	suite=0; ( $(run-pytest) ) || suite=$$?
 	real=0; wait $$realnode || real=$$?
-	realnode=
+	trap - INT TERM
 	echo "==== the real-node run (tests/realnode), beside the suite above: exit $$real ===="
 	cat "$$realnode_log"
 	exit $$(( suite || real ))

@@ -101,11 +101,15 @@ def enter(name: str, command: list[str]) -> int:
     env = {**os.environ, ENV: name}
     child = subprocess.Popen([*exec_prefix(name), *command], env=env)
     # SIGTERM ends the command, then `run` removes the namespace (Python's default would skip that).
+    # SIGINT (Ctrl-C, or `make test` passing one on) reaches the command through its process group:
+    # this process waits for it to finish its own clean-up rather than leaving it behind.
     previous = signal.signal(signal.SIGTERM, lambda signum, frame: child.terminate())
+    previous_int = signal.signal(signal.SIGINT, signal.SIG_IGN)
     try:
         return child.wait()
     finally:
         signal.signal(signal.SIGTERM, previous)
+        signal.signal(signal.SIGINT, previous_int)
 
 
 def main(argv: list[str] | None = None) -> int:
