@@ -48,13 +48,14 @@ def test_interrupt_ends_a_quiet_watch_at_once(
 def test_a_stopped_controller_ends_its_watches_and_hands_back_its_lease(kube: RealKubeClient) -> None:
     controller = Controller(client=kube, identity="stop-test", tick_s=0.5)
     stop = threading.Event()
+    earlier = set(threading.enumerate())  # another test's leftovers are not this controller's
     runner = threading.Thread(target=controller.run, args=(stop,), daemon=True)
     runner.start()
     wait_for(lambda: all(w.current for w in controller.watchers), 60, "the controller's watches")
     stop.set()
     runner.join(timeout=30)
     assert not runner.is_alive()
-    left = [t.name for t in threading.enumerate() if t.name.startswith("watch-")]
+    left = [t.name for t in set(threading.enumerate()) - earlier if t.name.startswith("watch-")]
     assert not left, f"watch threads outlived the controller: {left}"
     lease = kube.get(controller.elector.path)
     assert lease is not None
