@@ -35,7 +35,8 @@ class SampleBuffer:
     def add(self, samples: list[GpuSample]) -> None:
         with self._lock:
             self._q.extend(samples)
-            self._trim()
+            if len(self._q) > self.cap:  # asked here: this runs on every poll
+                self._trim()
 
     def take(self, n: int) -> list[GpuSample]:
         with self._lock:

@@ -2,16 +2,18 @@
 
 from __future__ import annotations
 
+import datetime as dt
 import time
 from dataclasses import replace
 from pathlib import Path
 
 import pynvml
+import pytest
 from prometheus_client import generate_latest
 from prometheus_client.parser import text_string_to_metric_families
 
 from plugin.agent.attribution import Attributor
-from plugin.agent.collector import Collector, XidWatcher
+from plugin.agent.collector import Collector, UtcClock, XidWatcher
 from plugin.agent.metrics import AgentMetrics
 from plugin.agent.sender import SampleBuffer
 from plugin.contract import ProcessSample
@@ -151,3 +153,12 @@ def test_metrics_hold_the_latest_poll_the_last_xid_and_each_pods_memory(tmp_path
     assert _values(metrics)[("gpu_portal_pod_gpu_memory_used_mib", pod)] == 150
     assert values[("gpu_portal_agent_buffered_samples", frozenset())] == 1
     assert values[("gpu_portal_agent_dropped_samples_total", frozenset())] == 1
+
+
+def test_the_clock_writes_what_datetime_writes_across_minutes(monkeypatch: pytest.MonkeyPatch) -> None:
+    clock = UtcClock()
+    # a minute's last millisecond, the next minute, a new day, and back in time (a clock step)
+    for ns in (1_764_500_459_999_400_000, 1_764_500_460_000_100_000, 1_764_547_200_007_000_000, 5_000_000):
+        monkeypatch.setattr(time, "time_ns", lambda ns=ns: ns)
+        when = dt.datetime.fromtimestamp(ns // 1_000_000 / 1000, dt.UTC)
+        assert clock.now() == when.isoformat(timespec="milliseconds").replace("+00:00", "Z")
