@@ -157,6 +157,9 @@ def test_a_redis_outage_loses_nothing_and_submissions_go_on(
 ) -> None:
     during: list[str] = []
     with _drill(world, k8s_cluster, tmp_path) as (stack, api, uids):
+        # The worker connected and working first: an outage that begins while the worker is still
+        # starting tests its first connect, not the reconnect of a running worker.
+        wait_for(lambda: _all_made(uids), 120, "Jobs made")
         stack.redis.stop()
         # The intent is in the outbox, written in the submit transaction.
         _for(
