@@ -5,7 +5,8 @@ use that default. After a Redis outage of a few minutes a worker would then sit 
 broker's return before taking work, and beat as long before its next sweep: more than the two sweep
 intervals in which the portal promises to agree with the cluster again (reliability.md R3). Here a
 broker that is down is tried every RECONNECT_MAX_S at most, a TCP connect per process, no load. A
-caller that passes its own intervals keeps them.
+caller that passes its own intervals keeps them. Each try also counts as alive for a worker's liveness
+probe (portal/liveness.py): a worker waiting for its broker is not stuck.
 """
 
 from __future__ import annotations
@@ -14,6 +15,8 @@ from collections.abc import Callable
 
 from celery.app.amqp import AMQP
 from kombu import Connection
+
+from portal import liveness
 
 RECONNECT_MAX_S = 2
 
@@ -31,7 +34,7 @@ class PromptConnection(Connection):
         timeout: int | None = None,
     ) -> PromptConnection:
         super()._ensure_connection(
-            errback, max_retries, interval_start, interval_step, interval_max, callback,
+            liveness.on_retry(errback), max_retries, interval_start, interval_step, interval_max, callback,
             reraise_as_library_errors, timeout,
         )  # fmt: skip
         return self

@@ -7,12 +7,14 @@ from celery import Celery, Task, signals
 from django.db import close_old_connections
 
 from portal.gcfreeze import freeze_startup_objects
+from portal.liveness import Heartbeat
 
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "portal.settings")
 
 app = Celery("portal", amqp="portal.broker:PortalAMQP")  # reconnects within 2 s of the broker's return
 app.config_from_object("django.conf:settings", namespace="CELERY")
 app.autodiscover_tasks()
+app.steps["consumer"].add(Heartbeat)  # the liveness file; a no-op unless GPUPORTAL_WORKER_ALIVE_FILE is set
 
 
 @signals.worker_init.connect

@@ -8,10 +8,13 @@ import os
 import re
 import subprocess
 import sys
+import time
+from pathlib import Path
 from typing import Any
 
 import pytest
 
+from portal import liveness
 from tests.helm.chart import CHART, JSON, of_kind, pod_specs, render, run_offline
 
 VALUE_SETS = {
@@ -214,3 +217,28 @@ def test_each_portal_process_names_itself_to_postgres() -> None:
                 roles[owner] = env["GPUPORTAL_ROLE"]
     expected = ("web", "worker", "beat", "provisioner", "controller")
     assert roles == {f"gp-gpu-portal-{c}": c for c in expected}
+
+
+def test_the_celery_workers_are_restarted_when_their_consumer_stops(tmp_path: Path) -> None:
+    """Both Celery workers carry the liveness file and the probe that reads it (portal/liveness.py);
+    the probe's command, run by a real sh, passes on a fresh file and fails on a stale or missing one."""
+    probed = {}
+    for owner, spec in pod_specs(render(None, "gp", "portal", {})).items():
+        for container in spec["containers"]:
+            env = {e["name"]: e.get("value") for e in container.get("env") or []}
+            if liveness.ENV in env:
+                assert container["startupProbe"]["exec"] == container["livenessProbe"]["exec"]
+                probed[owner] = (env[liveness.ENV], container["livenessProbe"]["exec"]["command"])
+    assert set(probed) == {"gp-gpu-portal-worker", "gp-gpu-portal-provisioner"}
+    assert [command for _, command in probed.values()] == [["sh", "-c", liveness.LIVENESS_COMMAND]] * 2
+    alive = tmp_path / "worker-alive"
+
+    def probe() -> int:
+        env = {"PATH": os.environ["PATH"], liveness.ENV: str(alive)}
+        return subprocess.run(["sh", "-c", liveness.LIVENESS_COMMAND], env=env, check=False).returncode
+
+    assert probe() != 0  # not written yet
+    alive.touch()
+    assert probe() == 0
+    os.utime(alive, (time.time() - liveness.STALE_S - 1,) * 2)
+    assert probe() != 0
