@@ -11,13 +11,16 @@ probe (portal/liveness.py): a worker waiting for its broker is not stuck.
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Callable
+from typing import Any
 
 from celery.app.amqp import AMQP
 from kombu import Connection
 
 from portal import liveness
 
+log = logging.getLogger(__name__)
 RECONNECT_MAX_S = 2
 
 
@@ -38,6 +41,18 @@ class PromptConnection(Connection):
             reraise_as_library_errors, timeout,
         )  # fmt: skip
         return self
+
+    def maybe_close_channel(self, channel: Any) -> None:
+        """kombu ignores connection errors when it closes a channel; here also the AttributeError its
+        Redis channel raises when, closing a lost connection, it rebuilds a pool from a transport
+        already let go to put unacknowledged messages back. Let through, it killed the worker after
+        a Redis outage ("Unrecoverable error", seen in an outage drill). Those messages stay in
+        Redis's unacked index, which the visibility timeout restores; a Redis restarted empty has
+        lost them anyway."""
+        try:
+            super().maybe_close_channel(channel)
+        except AttributeError:
+            log.warning("closing a lost broker channel: its unacked messages wait for the visibility timeout")
 
 
 class PortalAMQP(AMQP):
