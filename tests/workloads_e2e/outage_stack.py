@@ -1,5 +1,6 @@
 """The whole portal as separate processes (web, worker, beat, controller) behind cuttable links to
-Postgres and the Kubernetes API server, with a Redis of its own, for the T08 outage drills.
+Postgres and the Kubernetes API server, with a Redis of its own, for the T08 outage drills. The
+worker is restarted as the chart's liveness probe would (tests/workloads_e2e/restarter.py).
 
 The test process talks to the web over HTTP and reads Postgres and the cluster directly, so it sees
 what an outside observer would while the portal's own processes lose their links.
@@ -20,6 +21,7 @@ import httpx
 import yaml
 from django.conf import settings
 
+from portal import liveness
 from portal.localcluster import ClusterHandle
 from tests.workloads_e2e.procs import (
     REPO,
@@ -30,6 +32,7 @@ from tests.workloads_e2e.procs import (
     wait_for,
     worker_env,
 )
+from tests.workloads_e2e.restarter import Restarter
 from tests.workloads_e2e.sizes import SOAK
 from tests.workloads_e2e.tcpproxy import CuttableProxy
 
@@ -44,6 +47,7 @@ class Stack:
     postgres: CuttableProxy
     apiserver: CuttableProxy
     redis: PrivateRedis  # stop() loses everything in it, start() brings it back empty
+    worker: Restarter
 
 
 def _proxied_kubeconfig(k8s_cluster: ClusterHandle, workdir: Path) -> tuple[Path, CuttableProxy]:
@@ -110,8 +114,9 @@ def portal_stack(
         web = [sys.executable, "-m", "uvicorn", "portal.asgi:application", "--host", "127.0.0.1",
                "--port", str(port), "--no-server-header", "--timeout-keep-alive", "75",
                "--workers", "2" if direct else "1"]  # fmt: skip
+    env[liveness.ENV] = str(workdir / "worker-alive")
+    worker = Restarter(lambda: start_worker(env, workdir / "worker.log", "drill"), workdir / "worker-alive")
     procs = [
-        start_worker(env, workdir / "worker.log", "drill"),
         spawn(beat, env, workdir / "beat.log"),
         spawn([sys.executable, "manage.py", "controller", "--tick", "1"], env, workdir / "controller.log"),
         spawn(web, env, workdir / "web.log"),
@@ -119,8 +124,9 @@ def portal_stack(
     base = f"http://127.0.0.1:{port}"
     try:
         wait_for(lambda: _web_answers(base), 90, "the drill's web process")
-        yield Stack(web=base, postgres=postgres, apiserver=apiserver, redis=redis)
+        yield Stack(web=base, postgres=postgres, apiserver=apiserver, redis=redis, worker=worker)
     finally:
+        worker.close()
         for proc in procs:
             stop_process(proc)
         postgres.close()

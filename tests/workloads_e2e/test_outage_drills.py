@@ -169,6 +169,7 @@ def test_a_redis_outage_loses_nothing_and_submissions_go_on(
         stack.redis.start()  # empty: every queued task and result is gone
         uids += during
         _recover(uids, "Redis")
+        print(f"T08 Redis: the worker was restarted {stack.worker.restarts} time(s)")
     _assert_nothing_lost_or_doubled(kube, uids)
     # The controller's event watch fed the timelines with the cluster's own events.
     reasons = set(JobEvent.objects.filter(kind="k8s").values_list("reason", flat=True))
