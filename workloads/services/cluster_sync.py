@@ -265,10 +265,15 @@ def capture_log(r: JobReconciler) -> None:
 
 def orphans_report(*, cluster_jobs: list[dict[str, Any]]) -> list[OrphanReport]:
     """Cluster Jobs with the portal's labels and no portal row: reported (listed in the admin) in one
-    upsert per sweep, and logged once when first seen (or seen again after an operator resolved it)."""
+    upsert per sweep, and logged once when first seen (or seen again after an operator resolved it).
+    Only in this portal's namespaces: another portal on the cluster (another prefix) labels its Jobs
+    the same way, and they are not ours to report."""
     found: dict[tuple[str, str], str] = {}  # (namespace, name) -> its uid label
+    prefix = app_settings.namespace_prefix()
     for obj in cluster_jobs:
         meta = obj.get("metadata") or {}
+        if not str(meta.get("namespace", "")).startswith(prefix):
+            continue
         found[(meta.get("namespace", ""), meta.get("name", ""))] = (meta.get("labels") or {}).get(
             labels.UID_LABEL, ""
         )

@@ -81,7 +81,14 @@ def test_orphans_are_recorded_once(jobs_world: World, caplog: pytest.LogCaptureF
     stray = {
         "metadata": {"namespace": "gp-alpha", "name": "job-x", "labels": {"gpuportal.dev/job-uid": "nope"}}
     }
-    orphans_report(cluster_jobs=[ours, stray])
+    elsewhere = {  # another portal's Job on the same cluster: its namespace has another prefix
+        "metadata": {
+            "namespace": "staging-alpha",
+            "name": "job-y",
+            "labels": {"gpuportal.dev/job-uid": "nope"},
+        }
+    }
+    orphans_report(cluster_jobs=[ours, stray, elsewhere])
     first = OrphanReport.objects.get().first_seen
     orphans_report(cluster_jobs=[ours, stray])
     assert list(OrphanReport.objects.values_list("name", flat=True)) == ["job-x"]
