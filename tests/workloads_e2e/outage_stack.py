@@ -114,8 +114,10 @@ def portal_stack(
         web = [sys.executable, "-m", "uvicorn", "portal.asgi:application", "--host", "127.0.0.1",
                "--port", str(port), "--no-server-header", "--timeout-keep-alive", "75",
                "--workers", "2" if direct else "1"]  # fmt: skip
-    env[liveness.ENV] = str(workdir / "worker-alive")
-    worker = Restarter(lambda: start_worker(env, workdir / "worker.log", "drill"), workdir / "worker-alive")
+    # The worker's own: beat's and the web's broker retries would otherwise keep its file fresh.
+    alive = workdir / "worker-alive"
+    worker_env_alive = {**env, liveness.ENV: str(alive)}
+    worker = Restarter(lambda: start_worker(worker_env_alive, workdir / "worker.log", "drill"), alive)
     procs = [
         spawn(beat, env, workdir / "beat.log"),
         spawn([sys.executable, "manage.py", "controller", "--tick", "1"], env, workdir / "controller.log"),
