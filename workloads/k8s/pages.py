@@ -16,11 +16,11 @@ Obj = dict[str, Any]
 
 
 @contextmanager
-def _no_collection() -> Iterator[None]:
+def pause_collection() -> Iterator[None]:
     """A big decode allocates hundreds of thousands of objects the collector cannot free; without a
     pause it would run many times over them. Paused, not frozen: `gc.unfreeze()` would also thaw what
     the process froze at start (portal/gcfreeze.py), and its next full collection
-    would walk all of it again."""
+    would walk all of it again. Nested pauses leave the collector to the outermost."""
     enabled = gc.isenabled()
     gc.disable()
     try:
@@ -35,7 +35,7 @@ def pages(client: KubeClient, path: str, query: dict[str, str], *, page_size: in
     page_query = {**query, "limit": str(page_size)}
     while True:
         raw = client.list_raw(path, page_query)
-        with _no_collection():
+        with pause_collection():
             page: Obj = orjson.loads(raw)
         yield page
         token = (page.get("metadata") or {}).get("continue")
