@@ -141,7 +141,9 @@ class Watcher:
         # The collector paused until the list is delivered and dropped: each page's decode left
         # tens of thousands of live objects, and every pass of the collector over them (a young
         # collection per page, then older ones) cost about a quarter of a relist's CPU. Dropped
-        # inside the pause, they are freed by their reference counts and never walked (B2).
+        # inside the pause, they are freed by their reference counts and never walked (B2). The
+        # pause covers the page requests too (the collector is per process): each is bounded by the
+        # API server's one-minute request limit, and only cycles made meanwhile wait for it.
         with pause_collection():
             items, version = self._list_pages()
             deliver_list(self.spec, items)
