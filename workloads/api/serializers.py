@@ -7,6 +7,7 @@ parser applies whatever the project; the project's quota narrows the maxima furt
 
 from __future__ import annotations
 
+from datetime import datetime, tzinfo
 from typing import Any
 
 from django.utils import timezone
@@ -129,6 +130,21 @@ class JobCreateSerializer(SpecSerializer):
     project = serializers.SlugField(help_text="One of your projects, by slug.")
 
 
+# JobSerializer's fields sent as stored, in its order, between "owner" and "state_changed_at".
+_PLAIN = ("image", "command", "args", "env", "gpus", "gpu_type", "mps_slices", "cpu_millicores",
+          "memory_mib", "volumes", "priority", "max_runtime_minutes", "preemptible", "interactive", "state",
+          "state_reason")  # fmt: skip
+_TIMES = ("state_changed_at", "submitted_at", "admitted_at", "started_at", "finished_at")
+
+
+def _when(value: datetime | None, tz: tzinfo) -> str | None:
+    """DRF's DateTimeField output: ISO 8601 in the current time zone, UTC written as Z."""
+    if value is None:
+        return None
+    text = value.astimezone(tz).isoformat()
+    return text[:-6] + "Z" if text.endswith("+00:00") else text
+
+
 class JobSerializer(serializers.ModelSerializer[Job]):
     id = serializers.UUIDField(source="uid", read_only=True)
     project: serializers.SlugRelatedField[Project] = serializers.SlugRelatedField(
@@ -180,6 +196,27 @@ class JobSerializer(serializers.ModelSerializer[Job]):
             "idle",
         ]
         read_only_fields = fields
+
+    def to_representation(self, instance: Job) -> dict[str, Any]:
+        """The fields above in one pass: DRF's field objects took a third of a page of 100 jobs
+        (a getattr chain, type checks and a time-zone lookup per value; B9). Equal to DRF's own
+        output, field for field (workloads/tests/test_api_job_output.py)."""
+        job = instance
+        tz = timezone.get_current_timezone()
+        out: dict[str, Any] = {"id": str(job.uid), "name": job.name, "project": job.project.slug,
+                               "owner": job.owner.email}  # fmt: skip
+        for name in _PLAIN:
+            out[name] = getattr(job, name)
+        for name in _TIMES:
+            out[name] = _when(getattr(job, name), tz)
+        out["exit_code"] = job.exit_code
+        out["node"] = job.node
+        out["k8s_name"] = job.k8s_name
+        out["gpu_hours"] = self.get_gpu_hours(job)
+        out["queue"] = self.get_queue(job)
+        out["rightsizing"] = self.get_rightsizing(job)
+        out["idle"] = self.get_idle(job)
+        return out
 
     def get_gpu_hours(self, job: Job) -> float:
         # Priced like the accounting export: slices at the count of the GPUs of the job's node.
