@@ -104,6 +104,11 @@ def namespace_prefix() -> str:
     return str(_get("GPUPORTAL_NAMESPACE_PREFIX", "gp-"))
 
 
+def is_portal_namespace(namespace: str) -> bool:
+    """One of this portal's project namespaces (another portal on the cluster has another prefix)."""
+    return namespace.startswith(namespace_prefix())
+
+
 def log_follow_idle_s() -> float:
     """A followed log with no new output for this long ends (the page or `gpuctl logs -f` reconnects)."""
     return float(str(_get("GPUPORTAL_LOG_FOLLOW_IDLE_SECONDS", 600)))

@@ -130,13 +130,6 @@ class JobCreateSerializer(SpecSerializer):
     project = serializers.SlugField(help_text="One of your projects, by slug.")
 
 
-# JobSerializer's fields sent as stored, in its order, between "owner" and "state_changed_at".
-_PLAIN = ("image", "command", "args", "env", "gpus", "gpu_type", "mps_slices", "cpu_millicores",
-          "memory_mib", "volumes", "priority", "max_runtime_minutes", "preemptible", "interactive", "state",
-          "state_reason")  # fmt: skip
-_TIMES = ("state_changed_at", "submitted_at", "admitted_at", "started_at", "finished_at")
-
-
 def _when(value: datetime | None, tz: tzinfo) -> str | None:
     """DRF's DateTimeField output: ISO 8601 in the current time zone, UTC written as Z."""
     if value is None:
@@ -233,6 +226,17 @@ class JobSerializer(serializers.ModelSerializer[Job]):
     @extend_schema_field(IdleSerializer)
     def get_idle(self, job: Job) -> dict[str, Any]:
         return idle_of(job)
+
+
+def _fields_between(first: str, last: str) -> tuple[str, ...]:
+    """JobSerializer's fields from `first` to `last`, both included, in its order."""
+    fields = JobSerializer.Meta.fields
+    return tuple(fields[fields.index(first) : fields.index(last) + 1])
+
+
+# The runs of JobSerializer's fields its one-pass body sends as stored, and as DRF's DateTimeField.
+_PLAIN = _fields_between("image", "state_reason")
+_TIMES = _fields_between("state_changed_at", "finished_at")
 
 
 class JobEventSerializer(serializers.ModelSerializer[JobEvent]):

@@ -105,7 +105,7 @@ EVENTS = EventBatch()
 
 def _on_k8s_event(kind: str, obj: Obj) -> None:
     ns = str((obj.get("metadata") or {}).get("namespace", ""))
-    if kind == "DELETED" or not ns.startswith(app_settings.namespace_prefix()):
+    if kind == "DELETED" or not app_settings.is_portal_namespace(ns):
         return
     event = event_projection(obj)
     if event is not None:

@@ -269,10 +269,9 @@ def orphans_report(*, cluster_jobs: list[dict[str, Any]]) -> list[OrphanReport]:
     Only in this portal's namespaces: another portal on the cluster (another prefix) labels its Jobs
     the same way, and they are not ours to report."""
     found: dict[tuple[str, str], str] = {}  # (namespace, name) -> its uid label
-    prefix = app_settings.namespace_prefix()
     for obj in cluster_jobs:
         meta = obj.get("metadata") or {}
-        if not str(meta.get("namespace", "")).startswith(prefix):
+        if not app_settings.is_portal_namespace(str(meta.get("namespace", ""))):
             continue
         found[(meta.get("namespace", ""), meta.get("name", ""))] = (meta.get("labels") or {}).get(
             labels.UID_LABEL, ""
