@@ -1,12 +1,13 @@
 """B4: submit -> Running through the portal, against the same pods created straight in the API server.
 
-Ours: the portal's processes as the chart runs them, production settings: uvicorn x2 (the 2 web
-replicas), a Celery worker of concurrency 4, beat, `manage.py controller` (its default 2 s admission
-tick), a throwaway Postgres database (`<db>_b4`), a private Redis; a local cluster of kwok GPU nodes
-(4 x nvidia.com/gpu each). `clients` threads, each a project member with a personal token, POST
-one-GPU simulated jobs to /api/v1/jobs/ back to back. Reference, in the same run on the same cluster
-before the portal starts: as many pods asking what a portal job's pod asks (nvidia.com/gpu: 1, the
-same CPU and memory), POSTed to the kube-apiserver by as many threads (what `kubectl create` sends).
+Ours: the portal's processes as the chart runs them, production settings: its 2 web replicas (each a
+uvicorn of one worker, the clients dealt evenly between them as a Service does), a Celery worker of
+concurrency 4, beat, `manage.py controller` (its default 2 s admission tick), a throwaway Postgres
+database (`<db>_b4`), a private Redis; a local cluster of kwok GPU nodes (4 x nvidia.com/gpu each).
+`clients` threads, each a project member with a personal token, POST one-GPU simulated jobs to
+/api/v1/jobs/ back to back. Reference, in the same run on the same cluster before the portal starts: as
+many pods asking what a portal job's pod asks (nvidia.com/gpu: 1, the same CPU and memory), POSTed to
+the kube-apiserver by as many threads (what `kubectl create` sends).
 
 Fairness, in waves: jobs that end by themselves would let capacity set the pace (the faster side would
 queue for GPUs, flattering the slower one). A wave is at most as many jobs as the cluster has GPUs,
@@ -48,7 +49,7 @@ from bench.b1_sync import bare_pod, bench_cluster
 from bench.b4_jobs import KubeJobs, job_rows
 from bench.b4_watch import PodWatch, capacity_of, pod_watch
 from bench.common import Profile, Result, log, percentile
-from bench.procs import free_port, server_env, spawn, start_uvicorn, wait_port
+from bench.procs import Web, server_env, spawn, start_web, wait_port
 from plugin.names import GPU_RESOURCE
 from portal.localcluster import KubeApi
 from tests.workloads_e2e.procs import PrivateRedis, start_worker, stop_process, wait_for
@@ -125,9 +126,10 @@ class HttpError(RuntimeError):
 class Portal:
     """Ours: each client a project member with its own token, on its own keep-alive connection."""
 
-    def __init__(self, port: int, redis_port: int, secrets: list[str], project: str) -> None:
+    def __init__(self, web: Web, redis_port: int, secrets: list[str], project: str) -> None:
         self.redis_port = redis_port
-        self.conns = [http.client.HTTPConnection("127.0.0.1", port, timeout=120) for _ in secrets]
+        self.conns = [http.client.HTTPConnection("127.0.0.1", web.port_for(i), timeout=120)
+                      for i in range(len(secrets))]  # fmt: skip
         self.headers = [{"Authorization": f"Bearer {s}", "Content-Type": "application/json"} for s in secrets]
         self.body = orjson.dumps({
             "project": project, "image": IMAGE, "gpus": 1, "cpu_millicores": CPU_M,
@@ -290,7 +292,7 @@ def _seed(size: Size, gpus: int) -> tuple[str, list[str]]:
 
 
 @contextmanager
-def portal_stack(db_url: str, kubeconfig: Path) -> Iterator[tuple[int, int]]:
+def portal_stack(db_url: str, kubeconfig: Path) -> Iterator[tuple[Web, int]]:
     """The chart's processes on this machine, production settings, a Redis of their own (this
     machine's shared one may carry other runs' Celery queues); yields the web and Redis ports."""
     workdir = Path(tempfile.mkdtemp(prefix="b4-stack-"))
@@ -303,17 +305,18 @@ def portal_stack(db_url: str, kubeconfig: Path) -> Iterator[tuple[int, int]]:
            "EMAIL_BACKEND": "django.core.mail.backends.dummy.EmailBackend"}  # fmt: skip
     celery = str(Path(sys.executable).parent / "celery")
     beat = [celery, "-A", "portal", "beat", "-s", str(workdir / "beat.db"), "-l", "warning"]
-    port = free_port()
+    web = start_web(env)
     procs = [
-        start_uvicorn(port, env),
+        *web.procs,
         start_worker(env, workdir / "worker.log", "b4", concurrency=WORKER_CONCURRENCY),
         spawn(beat, env, workdir / "beat.log"),
         spawn([sys.executable, "manage.py", "controller"], env, workdir / "controller.log"),
     ]
-    log(f"B4: portal stack on port {port}, logs in {workdir}")
+    log(f"B4: portal stack on ports {web.ports}, logs in {workdir}")
     try:
-        wait_port(port)
-        yield port, broker.port
+        for port in web.ports:
+            wait_port(port)
+        yield web, broker.port
     finally:
         for proc in procs:
             stop_process(proc)
@@ -373,9 +376,9 @@ def measure(size: Size, profile: Profile = "ci", label: str = "") -> list[Result
             jobs_side = KubeJobs(api, IMAGE, gpus, CPU_M, MEMORY_MI, HOLD_S)
             jobs = drive(jobs_side, watch, size, gpus, "k8s jobs", api)
             jobs_side.close()
-            with portal_stack(db_url, handle.kubeconfig) as (port, redis_port):
+            with portal_stack(db_url, handle.kubeconfig) as (web, redis_port):
                 log(f"B4: portal, {size.jobs} jobs on {gpus} GPUs in waves")
-                ours = drive(Portal(port, redis_port, secrets, slug), watch, size, gpus, "portal", api)
+                ours = drive(Portal(web, redis_port, secrets, slug), watch, size, gpus, "portal", api)
         stages = _portal_stages(ours.answered)
         api.delete(f"/api/v1/namespaces/{DIRECT_NS}")
     stages["pod running"] = ours.latencies

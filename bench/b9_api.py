@@ -1,11 +1,11 @@
 """B9: API responsiveness at scale: single-object GET and page-of-100 list p99 under concurrent clients.
 
-Ours: the portal's REST API on uvicorn (portal.asgi, 2 workers: the chart's 2 web replicas on this
-machine, production settings), over a throwaway Postgres database holding the profile's jobs, nodes
-and users (bench/b9_seed.py, bulk-created in the portal's own tables). Clients hold personal tokens,
-one in ten an operator's; each GETs /api/v1/jobs/<id>/ and /api/v1/jobs/?page_size=100&page=k in
-turn, paced at one request per `interval` per client (people and scripts, not a closed loop, which
-would only measure the CPU queue of 2 cores).
+Ours: the portal's REST API as the chart runs it (bench/procs.py: its 2 web replicas, each a uvicorn of
+one worker, the clients' connections dealt evenly between them as a Service does; production settings),
+over a throwaway Postgres database holding the profile's jobs, nodes and users (bench/b9_seed.py,
+bulk-created in the portal's own tables). Clients hold personal tokens, one in ten an operator's; each GETs
+/api/v1/jobs/<id>/ and /api/v1/jobs/?page_size=100&page=k in turn, paced at one request per `interval`
+per client (people and scripts, not a closed loop, which would only measure the CPU queue of 2 cores).
 References in the same run: the real kube-apiserver of the local cluster under the same clients and
 pacing (GET a pod; LIST ?limit=100 pods of a namespace), and `kubectl get pod/pods -n <ns>` run one
 at a time next to our API called one request at a time. Also: SQL queries of a page of 100 vs 10.
@@ -26,7 +26,7 @@ from pathlib import Path
 from bench.b1_sync import bare_pod, bench_cluster
 from bench.b9_seed import Seat, seed
 from bench.common import Profile, Result, log, percentile
-from bench.procs import free_port, server_env, start_uvicorn, wait_port
+from bench.procs import server_env, start_web, wait_port
 from portal.localcluster import KubeApi, bin_dir
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -179,20 +179,23 @@ def ms(values: list[float], pct: float) -> float:
 
 
 def _measure_portal(db_url: str, seats: list[Seat], size: Size, runs: int) -> Side:
-    port = free_port()
-    proc = start_uvicorn(port, server_env(db_url))
+    web = start_web(server_env(db_url))
     try:
-        wait_port(port)
-        sequential(portal_call(port, seats[1]), 3)  # both workers warm (imports, first connection)
-        seq = sequential(portal_call(port, seats[1]), runs)
+        for port in web.ports:
+            wait_port(port)
+            sequential(portal_call(port, seats[1]), 3)  # every replica warm (imports, first connection)
+        seq = sequential(portal_call(web.ports[0], seats[1]), runs)
         log(f"B9: ours, {len(seats)} clients for {size.seconds:.0f} s")
-        return Side(seq, load([portal_call(port, s) for s in seats], size.seconds, size.interval))
+        calls = [portal_call(web.port_for(i), s) for i, s in enumerate(seats)]
+        return Side(seq, load(calls, size.seconds, size.interval))
     finally:
-        proc.terminate()
-        try:
-            proc.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            proc.kill()
+        for proc in web.procs:
+            proc.terminate()
+        for proc in web.procs:
+            try:
+                proc.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                proc.kill()
 
 
 def _measure_kube(size: Size, runs: int) -> Side:
@@ -217,7 +220,8 @@ def _results(
 ) -> Iterator[Result]:
     clients = f"{size.clients} clients, 1 request / {size.interval:g} s each"
     scale = f"{size.jobs} jobs, {size.nodes} nodes, {size.users} users"
-    load_be = f"uvicorn x2 + Postgres, {scale}; ref kube-apiserver 1.36 ({size.pods} pods), {clients}"
+    ref = f"ref kube-apiserver 1.36 ({size.pods} pods)"
+    load_be = f"2 web replicas (uvicorn) + Postgres, {scale}; {ref}, {clients}"
     seq_be = f"one request at a time, {scale}; ref kubectl (100 pods in the namespace)"
     one, page = ms(ours.load[True], 99), ms(ours.load[False], 99)
     seq_one, seq_page = ms(ours.seq[True], 99), ms(ours.seq[False], 99)
