@@ -343,9 +343,10 @@ def _ms(values: list[float], pct: float) -> float:
 
 def _results(profile: Profile, size: Size, gpus: int, label: str, ours: Outcome, ref: Outcome,
              state: list[float]) -> list[Result]:  # fmt: skip
-    backend = (f"portal (uvicorn x2, Celery worker x{WORKER_CONCURRENCY}, beat, controller; Postgres, Redis) "
-               f"on {size.nodes} kwok nodes ({gpus} GPUs, kube-apiserver 1.36), {len(ours.latencies)} jobs "
-               f"by {size.clients} API clients; ref: the same pods POSTed to the kube-apiserver")  # fmt: skip
+    backend = (f"portal (2 web replicas, Celery worker x{WORKER_CONCURRENCY}, beat, controller; Postgres, "
+               f"Redis) on {size.nodes} kwok nodes ({gpus} GPUs, kube-apiserver 1.36), "
+               f"{len(ours.latencies)} jobs by {size.clients} API clients; "
+               "ref: the same pods POSTed to the kube-apiserver")  # fmt: skip
     p99, ref99 = _ms(ours.latencies, 99), _ms(ref.latencies, 99)
     log(f"B4: {ours.rate:.1f} vs {ref.rate:.1f} jobs/s, p99 {p99:.0f} vs {ref99:.0f} ms (+{p99 - ref99:.0f})")
     rows = [
