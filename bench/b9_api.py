@@ -189,13 +189,7 @@ def _measure_portal(db_url: str, seats: list[Seat], size: Size, runs: int) -> Si
         calls = [portal_call(web.port_for(i), s) for i, s in enumerate(seats)]
         return Side(seq, load(calls, size.seconds, size.interval))
     finally:
-        for proc in web.procs:
-            proc.terminate()
-        for proc in web.procs:
-            try:
-                proc.wait(timeout=10)
-            except subprocess.TimeoutExpired:
-                proc.kill()
+        web.stop()
 
 
 def _measure_kube(size: Size, runs: int) -> Side:

@@ -18,6 +18,7 @@ import yaml
 
 from tests.gpu_e2e.live import free_port
 from tests.workloads_e2e.outage_stack import spawn
+from tests.workloads_e2e.procs import stop_process
 
 __all__ = ["free_port", "server_env", "spawn", "start_web", "wait_port"]
 
@@ -64,6 +65,10 @@ class Web:
         """Client i's replica: connections spread evenly over the replicas, as a Service spreads
         them over pods (kube-proxy's IPVS mode deals them round; its iptables mode at random)."""
         return self.ports[client % len(self.ports)]
+
+    def stop(self) -> None:
+        for proc in self.procs:
+            stop_process(proc)
 
 
 def start_web(env: dict[str, str]) -> Web:
