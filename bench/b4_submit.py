@@ -294,7 +294,7 @@ def _seed(size: Size, gpus: int) -> tuple[str, list[str]]:
 @contextmanager
 def portal_stack(db_url: str, kubeconfig: Path) -> Iterator[tuple[Web, int]]:
     """The chart's processes on this machine, production settings, a Redis of their own (this
-    machine's shared one may carry other runs' Celery queues); yields the web and Redis ports."""
+    machine's shared one may carry other runs' Celery queues); yields the web tier and the Redis port."""
     workdir = Path(tempfile.mkdtemp(prefix="b4-stack-"))
     broker = PrivateRedis(workdir)
     broker.start()
