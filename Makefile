@@ -9,7 +9,8 @@ BIN := $(VENV)/bin
 export PATH := $(CURDIR)/$(BIN):$(PATH)
 
 .PHONY: demo test venv system-deps frontend services-up services-down lint typecheck layers pytest bench bench-report \
-        cluster-build cluster-up cluster-down proto gpu-check gpu-check-real lock images oidc-provider soak pytest-realnode realnode-images
+        cluster-build cluster-up cluster-down proto gpu-check gpu-check-real lock images oidc-provider soak pytest-realnode realnode-images \
+        screenshots
 
 include plugin/plugin.mk
 include deploy/localcluster/cluster.mk
@@ -116,6 +117,16 @@ soak: venv proto system-deps cluster-build images
 	bash deploy/setup/services.sh up
 	GPUPORTAL_SOAK=1 GPUPORTAL_T06_EXAMPLES=500 GPUPORTAL_T06_STEPS=50 \
 	  $(BIN)/python -m pytest -s --timeout=14400 $(SOAK_TESTS) $(PYTEST_ARGS)
+
+# The guides' screenshots, retaken into docs/img/ by the browser tests that take them. A plain test run
+# writes them into .run/shots/ instead and leaves the clone as it found it.
+SHOT_TESTS := tests/oidc/test_oidc_browser.py tests/gpu_e2e/test_cluster_map_browser.py \
+              tests/workloads_e2e/test_browser_idle.py tests/workloads_e2e/test_browser_rightsizing.py \
+              tests/workloads_e2e/test_browser_templates.py
+screenshots: venv proto system-deps cluster-build images oidc-provider
+	source deploy/setup/services.sh env
+	bash deploy/setup/services.sh up
+	GPUPORTAL_SHOTS_DIR=$(CURDIR)/docs/img $(BIN)/python -m pytest $(SHOT_TESTS) $(PYTEST_ARGS)
 
 # REAL_NODE=1: also a real node running real containers (deploy/localcluster/README.md); the demo then
 # runs inside the run's own network namespace, and the host's 127.0.0.1:8000 is forwarded into it.

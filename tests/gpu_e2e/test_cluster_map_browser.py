@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 from datetime import UTC, datetime, timedelta
-from pathlib import Path
 
 import httpx
 import pytest
@@ -13,11 +12,11 @@ from playwright.sync_api import expect, sync_playwright
 from gpu.models import Gpu, Node
 from gpu.tests.factories import batch, make_gpus, make_node, node_token, sample
 from gpu.tests.ws import session_cookie
+from tests.fixtures.browser import docs_shot
 from tests.fixtures.personas import World
-from tests.gpu_e2e.live import ROOT, daphne_server
+from tests.gpu_e2e.live import daphne_server
 
 pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
-SCREENSHOT = ROOT / "docs" / "img" / "cluster-map.png"
 
 
 def _post(base: str, node: Node, secret: str, gpus: list[Gpu], utils: list[int], ts: datetime) -> None:
@@ -60,8 +59,6 @@ def test_the_cluster_map_updates_live_without_reload(world: World) -> None:
         expect(page.locator(f".gpu-tile[data-uuid='{gpus[1].uuid}'] [data-field='users']")).to_contain_text(
             "gp-alpha"
         )
-        SCREENSHOT.parent.mkdir(parents=True, exist_ok=True)
-        page.screenshot(path=str(SCREENSHOT), full_page=True)
+        docs_shot(page, "cluster-map.png")
         browser.close()
     assert not [e for e in errors if "Content Security Policy" in e], errors
-    assert Path(SCREENSHOT).stat().st_size > 10_000

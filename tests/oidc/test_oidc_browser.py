@@ -8,12 +8,12 @@ from __future__ import annotations
 
 import pytest
 
+from tests.fixtures.browser import docs_shot
 from tests.fixtures.personas import make_user
-from tests.gpu_e2e.live import ROOT, daphne_server
+from tests.gpu_e2e.live import daphne_server
 from tests.oidc.conftest import CLIENT_ID, CLIENT_SECRET, Provider
 
 pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
-SHOT = ROOT / "docs" / "img" / "sign-in-oidc.png"
 
 
 def test_sign_in_with_the_lab_provider(oidc_provider: Provider, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -34,12 +34,10 @@ def test_sign_in_with_the_lab_provider(oidc_provider: Provider, monkeypatch: pyt
         page.goto(f"{base}/accounts/login/")
         sso = page.get_by_role("link", name="Lab SSO")
         expect(sso).to_be_visible()
-        SHOT.parent.mkdir(parents=True, exist_ok=True)
-        page.screenshot(path=str(SHOT), full_page=True)
+        docs_shot(page, "sign-in-oidc.png")
         sso.click()
         page.get_by_role("button", name="Continue").click()
         page.wait_for_url(f"{base}/**")
         expect(page.get_by_text("alice@lab.example").first).to_be_visible()
         assert page.url == f"{base}/dashboard/"
         browser.close()
-    assert SHOT.stat().st_size > 10_000
