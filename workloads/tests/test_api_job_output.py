@@ -60,3 +60,15 @@ def test_the_list_sends_the_one_pass_body(jobs_world: World) -> None:
     assert failed["finished_at"].endswith(".123456Z")
     assert failed["owner"] == jobs_world.member.email
     assert failed["project"] == "alpha"
+
+
+def test_a_lists_rows_equal_each_jobs_own_body(jobs_world: World) -> None:
+    """The list reads the project's slug and the owner's email as columns, one job reads its
+    relations: the bodies are the same either way."""
+    jobs = _jobs(jobs_world)
+    client = api_client(jobs_world.member)
+    with mock.patch("django.utils.timezone.now", return_value=timezone.now()):
+        listed = client.get("/api/v1/jobs/?page_size=100").json()["results"]
+        each = [client.get(f"/api/v1/jobs/{body['id']}/").json() for body in listed]
+    assert len(listed) == len(jobs)
+    assert listed == each
