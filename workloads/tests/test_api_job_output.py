@@ -63,8 +63,7 @@ def test_the_list_sends_the_one_pass_body(jobs_world: World) -> None:
 
 
 def test_a_lists_rows_equal_each_jobs_own_body(jobs_world: World) -> None:
-    """The list reads the project's slug and the owner's email as columns, one job reads its
-    relations: the bodies are the same either way."""
+    """Each job's body in a page of the list is the body its own GET sends."""
     jobs = _jobs(jobs_world)
     client = api_client(jobs_world.member)
     with mock.patch("django.utils.timezone.now", return_value=timezone.now()):
