@@ -10,7 +10,6 @@ from __future__ import annotations
 from typing import Any
 
 from django.db import models
-from django.db.models import Q
 from django.utils import timezone
 
 from gpu.choices import GpuEventKind, GpuHealth, SharingMode
@@ -107,7 +106,9 @@ class Gpu(models.Model):
         # 4,000 GPUs, and growing with the fleet).
         indexes = [
             models.Index(
-                fields=["node", "index"], condition=Q(sharing_mode=SharingMode.SHARED), name="gpu_shared"
+                fields=["node", "index"],
+                condition=models.Q(sharing_mode=SharingMode.SHARED),
+                name="gpu_shared",
             )
         ]
 

@@ -14,10 +14,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from django.db.backends.base.base import BaseDatabaseWrapper
-from django.db.backends.postgresql.psycopg_any import (  # type: ignore[import-untyped]
-    BaseTzLoader,
-    is_psycopg3,
-)
+from django.db.backends.postgresql.psycopg_any import BaseTzLoader  # type: ignore[import-untyped]
 
 
 class UtcTimestamptzLoader(BaseTzLoader):
@@ -37,6 +34,6 @@ class UtcTimestamptzLoader(BaseTzLoader):
 
 def use_fast_timestamps(sender: Any, connection: BaseDatabaseWrapper, **kwargs: Any) -> None:
     """`connection_created` receiver: only Postgres connections that Django keeps in UTC."""
-    if connection.vendor != "postgresql" or not is_psycopg3 or connection.timezone is not UTC:
+    if connection.vendor != "postgresql" or connection.timezone is not UTC:
         return
     connection.connection.adapters.register_loader("timestamptz", UtcTimestamptzLoader)
