@@ -10,6 +10,9 @@
   9484789, so the part of the gap that is not the storing shows);
 - retention: dropping one day's partition vs DELETE of the same rows (+ VACUUM is not even counted).
 
+Every side is timed in rounds, the sides interleaved in each, and its median reported; each round's
+figure goes to stderr, so the spread shows beside the verdict.
+
 Runs in a throwaway database `<name>_bench` on the server of $DATABASE_URL (created, migrated and
 dropped here), so nothing of the developer's data is touched. Progress on stderr, JSON on stdout.
 """
@@ -18,8 +21,9 @@ from __future__ import annotations
 
 import gc
 import os
+import statistics
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from datetime import UTC, datetime, timedelta
 from typing import Any
@@ -32,6 +36,11 @@ from bench.common import Profile, Result, log
 SIZES = {"ci": (100, 4, 60), "full": (1000, 4, 60)}  # nodes, GPUs per node, seconds of samples
 STEPS = {"ci": (10, 30, 100), "full": (100, 300, 1000)}  # nodes per step of `--sizes` (cost against size)
 DAY_ROWS_PER_GPU = {"ci": 1000, "full": 3000}  # rows per GPU in the retention day (400k / 12M rows)
+# Each side timed this many times, interleaved, and its median reported: one ci timing is a third of a
+# second and one DELETE, and single timings of the same code moved a ratio by a fifth between runs.
+ROUNDS = 3
+DAY = timedelta(days=1)
+DAY_ROUNDS = {"ci": 3, "full": 1}  # the full day is 12 M rows: a DELETE of 10 s and a refill of minutes
 
 
 @contextmanager
@@ -224,29 +233,51 @@ def _day_rows(gpu_ids: list[int], day: datetime, per_gpu: int) -> list[Any]:
     ]
 
 
-def _retention(day: datetime, per_gpu: int) -> tuple[float, float, int]:
-    """A full day partition (every GPU, `per_gpu` samples spread over the day): DELETE it, refill, DROP it."""
+def _retention(day: datetime, per_gpu: int, rounds: int) -> tuple[float, float, int]:
+    """A full day partition (every GPU, `per_gpu` samples spread over the day): DELETE it, refill, DROP
+    it; `rounds` times, the median of each."""
     from django.db import connection
 
     from gpu.models import Gpu
     from gpu.storage import partition_name, store
 
-    _truncate()
     rows = _day_rows(list(Gpu.objects.values_list("id", flat=True)), day, per_gpu)
-    _copy(rows)
-    started = time.perf_counter()
-    with connection.cursor() as cursor:
-        cursor.execute("DELETE FROM gpu_sample WHERE ts >= %s AND ts < %s", [day, day + timedelta(days=1)])
-    delete_s = time.perf_counter() - started
-    # Refill from empty files, as the DELETE found them: without the TRUNCATE the DROP also removed the
-    # DELETE's dead rows, a table twice the size (22.8 ms where the same day alone drops in ~11).
-    _truncate()
-    _copy(rows)
-    started = time.perf_counter()
-    dropped = store().drop_before(day=(day + timedelta(days=1)).date())
-    drop_s = time.perf_counter() - started
-    assert partition_name(day.date()) in dropped
-    return drop_s, delete_s, len(rows)
+    drops, deletes = [], []
+    for _ in range(rounds):
+        store().ensure_partitions(start=day.date(), days=1)
+        _truncate()
+        _copy(rows)
+        started = time.perf_counter()
+        with connection.cursor() as cursor:
+            cursor.execute("DELETE FROM gpu_sample WHERE ts >= %s AND ts < %s", [day, day + DAY])
+        deletes.append(time.perf_counter() - started)
+        # Refill from empty files, as the DELETE found them: without the TRUNCATE the DROP also removed
+        # the DELETE's dead rows, a table twice the size (22.8 ms where the same day alone drops in ~11).
+        _truncate()
+        _copy(rows)
+        started = time.perf_counter()
+        dropped = store().drop_before(day=(day + DAY).date())
+        drops.append(time.perf_counter() - started)
+        assert partition_name(day.date()) in dropped
+    _spread("B6: drop ms", drops, 1000)
+    _spread("B6: delete ms", deletes, 1000)
+    return statistics.median(drops), statistics.median(deletes), len(rows)
+
+
+def _spread(label: str, values: list[float], scale: float) -> None:
+    log(f"{label}: " + ", ".join(f"{v * scale:,.1f}" for v in values))
+
+
+def _timed_rounds(rows_n: int, timers: dict[str, Callable[[], float]]) -> dict[str, float]:
+    """Rows per second of each side: ROUNDS rounds, the sides interleaved in each, medians."""
+    rates: dict[str, list[float]] = {name: [] for name in timers}
+    for _ in range(ROUNDS):
+        for name, timer in timers.items():
+            rates[name].append(rows_n / timer())
+            _truncate()
+    for name, values in rates.items():
+        _spread(f"B6: {name} rows/s", values, 1)
+    return {name: statistics.median(values) for name, values in rates.items()}
 
 
 def _measure(profile: Profile, nodes: int) -> dict[str, float]:
@@ -265,20 +296,23 @@ def _measure(profile: Profile, nodes: int) -> dict[str, float]:
     # timings alike, so full collections walk neither.
     gc.collect()
     gc.freeze()
-    ours_s, accepted = _time_ours(batches)
-    assert accepted == n, (accepted, n)
-    _truncate()
-    copy_s = _time_copy(rows)
-    _truncate()
-    binary_s = _time_binary_copy(rows)
-    _truncate()
-    bulk_s = _time_bulk_create(rows)
+    accepted: list[int] = []
+
+    def ours() -> float:
+        seconds, stored = _time_ours(batches)
+        accepted.append(stored)
+        return seconds
+
+    timers = {"ours": ours, "copy": lambda: _time_copy(rows), "binary": lambda: _time_binary_copy(rows),
+              "bulk": lambda: _time_bulk_create(rows)}  # fmt: skip
+    rates = _timed_rounds(n, timers)
+    assert accepted == [n] * ROUNDS, (accepted, n)
     # The retention day scales with the fleet: every GPU's samples of one day.
     gc.unfreeze()
-    drop_s, delete_s, day_rows = _retention(start.replace(minute=0), DAY_ROWS_PER_GPU[profile])
-    log(f"B6: retention on a day partition of {day_rows} rows")
-    return {"ours": n / ours_s, "copy": n / copy_s, "binary": n / binary_s, "bulk": n / bulk_s,
-            "drop_ms": drop_s * 1000, "delete_ms": delete_s * 1000}  # fmt: skip
+    rounds = DAY_ROUNDS[profile]
+    drop_s, delete_s, day_rows = _retention(start.replace(minute=0), DAY_ROWS_PER_GPU[profile], rounds)
+    log(f"B6: retention on a day partition of {day_rows} rows, median of {rounds}")
+    return {**rates, "drop_ms": drop_s * 1000, "delete_ms": delete_s * 1000}
 
 
 def run(profile: Profile) -> Iterator[Result]:
