@@ -1,0 +1,83 @@
+"""Job.from_db lays out a deferred load once per query shape (workloads/models.py); every field it
+loads must land where Django's own from_db puts it, and every field it leaves out must load on access."""
+
+from __future__ import annotations
+
+from datetime import timedelta
+from typing import Any
+
+import pytest
+from django.db import connection
+from django.db.models import Model
+from django.test.utils import CaptureQueriesContext
+from django.utils import timezone
+
+from tests.fixtures.personas import World
+from workloads.choices import JobState
+from workloads.models import Job
+from workloads.services import jobs as services
+from workloads.tests.conftest import IMAGE
+
+pytestmark = pytest.mark.django_db
+
+FIELDS = [f.attname for f in Job._meta.concrete_fields]
+
+
+def _job(world: World) -> Job:
+    """A job with every kind of field set to something other than its default."""
+    spec: dict[str, Any] = {"image": IMAGE, "gpus": 2, "command": ["python", "train.py"], "name": "full",
+                            "args": ["--lr", "3e-4"], "env": [{"name": "SEED", "value": "7"}]}  # fmt: skip
+    job = services.job_submit(actor=world.member, project=world.alpha, data=spec)
+    now = timezone.now()
+    Job.objects.filter(pk=job.pk).update(
+        state=JobState.FAILED, exit_code=3, state_reason="OOMKilled", started_at=now - timedelta(hours=1),
+        finished_at=now, node="gpu-node-0", log_tail="the end of the log\n", log_captured=True,
+        peak_gpu_mem_mib=9000, busy_gpu_seconds=12.5, queue_explanation={"code": "quota"}, idle_snoozes=2,
+    )  # fmt: skip
+    return job
+
+
+def _values(job: Job) -> dict[str, Any]:
+    return {name: job.__dict__[name] for name in FIELDS if name in job.__dict__}
+
+
+def _djangos(names: list[str], values: list[Any]) -> Job:
+    """What Django's own Model.from_db makes of the same row."""
+    made = Model.from_db.__func__(Job, "default", names, values)  # type: ignore[attr-defined]
+    assert isinstance(made, Job)
+    return made
+
+
+@pytest.mark.parametrize(
+    "shape",
+    [
+        lambda qs: qs.defer("log_tail"),  # every list's shape
+        lambda qs: qs.defer("log_tail", "queue_explanation", "project"),
+        lambda qs: qs.only("name", "state", "finished_at"),
+        lambda qs: qs.select_related("project", "owner").defer("log_tail"),
+        lambda qs: qs.only("uid", "idle_snoozes", "owner").select_related("owner"),
+    ],
+)
+def test_a_deferred_load_equals_the_full_one_in_every_loaded_field(jobs_world: World, shape: Any) -> None:
+    full = _values(Job.objects.get(pk=_job(jobs_world).pk))
+    for _ in range(2):  # the shape's layout computed, then reused
+        job = shape(Job.objects.filter(pk=full["id"])).get()
+        loaded = _values(job)
+        assert loaded == {name: full[name] for name in loaded}
+        assert set(loaded) | job.get_deferred_fields() == set(FIELDS)
+        assert loaded == _values(_djangos(list(loaded), list(loaded.values())))
+        assert (job._state.adding, job._state.db) == (False, "default")
+
+
+def test_a_deferred_field_loads_when_read(jobs_world: World) -> None:
+    job = Job.objects.defer("log_tail").get(pk=_job(jobs_world).pk)
+    assert job.get_deferred_fields() == {"log_tail"}
+    with CaptureQueriesContext(connection) as queries:
+        assert job.log_tail == "the end of the log\n"
+    assert len(queries) == 1
+
+
+def test_a_full_load_is_djangos(jobs_world: World) -> None:
+    job = Job.objects.get(pk=_job(jobs_world).pk)
+    assert job.get_deferred_fields() == set()
+    assert _values(job) == _values(_djangos(FIELDS, [job.__dict__[name] for name in FIELDS]))
