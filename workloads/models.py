@@ -7,22 +7,19 @@ Concurrency: a job's `state` only moves through compare-and-swap updates in `wor
 
 from __future__ import annotations
 
-import functools
 import uuid
-from collections.abc import Collection
 from datetime import datetime
-from typing import Any, Self
 
 from django.conf import settings
 from django.core.exceptions import ValidationError
 from django.core.validators import MaxValueValidator, MinValueValidator
 from django.db import models
-from django.db.models import DEFERRED
 from django.utils import timezone
 
 from accounts.models import Project
 from workloads import app_settings
 from workloads.choices import TERMINAL_STATES, EventKind, JobState, Placement, Priority
+from workloads.loading import FastLoad
 
 # The app's models live in two files (models_project.py: a project's job configuration); both are
 # imported from here.
@@ -45,14 +42,7 @@ __all__ = [
 ]
 
 
-@functools.lru_cache(maxsize=32)
-def _loaded(names: tuple[str, ...]) -> tuple[bool, ...]:
-    """For each of Job's concrete fields in order: whether a query loading `names` loaded it."""
-    wanted = set(names)
-    return tuple(f.attname in wanted for f in Job._meta.concrete_fields)
-
-
-class Job(models.Model):
+class Job(FastLoad, models.Model):
     """One GPU job: the typed spec a user asked for, and the state the cluster reported back."""
 
     uid = models.UUIDField(default=uuid.uuid4, unique=True, editable=False)
@@ -164,17 +154,6 @@ class Job(models.Model):
 
     def __str__(self) -> str:
         return self.name or self.k8s_name
-
-    @classmethod
-    def from_db(cls, db: str | None, field_names: Collection[str], values: Collection[Any]) -> Self:
-        """Django's, with the deferred case's field layout worked out once per query shape. Every
-        list defers `log_tail`, and Django tests each of the 61 fields against the list of loaded
-        names for every row: a seventh of a page of 100 jobs' CPU (B9), and of each admission cycle's
-        load of the active jobs."""
-        if len(values) != len(cls._meta.concrete_fields):
-            rest = iter(values)
-            values = [next(rest) if loaded else DEFERRED for loaded in _loaded(tuple(field_names))]
-        return super().from_db(db, field_names, values)
 
     @property
     def k8s_name(self) -> str:

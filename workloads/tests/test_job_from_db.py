@@ -1,5 +1,6 @@
-"""Job.from_db lays out a deferred load once per query shape (workloads/models.py); every field it
-loads must land where Django's own from_db puts it, and every field it leaves out must load on access."""
+"""Job's rows become instances through workloads.loading.FastLoad: every field a query loads must land
+where Django's own Model.from_db puts it, every field it leaves out must load on access, and where
+something expects Django's path (an init signal's receiver) that path is taken."""
 
 from __future__ import annotations
 
@@ -9,12 +10,13 @@ from typing import Any
 import pytest
 from django.db import connection
 from django.db.models import Model
+from django.db.models.signals import post_init
 from django.test.utils import CaptureQueriesContext
 from django.utils import timezone
 
 from tests.fixtures.personas import World
 from workloads.choices import JobState
-from workloads.models import Job
+from workloads.models import Job, QueuedJob
 from workloads.services import jobs as services
 from workloads.tests.conftest import IMAGE
 
@@ -38,6 +40,8 @@ def _job(world: World) -> Job:
 
 
 def _values(job: Job) -> dict[str, Any]:
+    """Everything the instance holds but its state (Django's makes the state's fields cache eagerly)."""
+    assert set(job.__dict__) - set(FIELDS) == {"_state"}
     return {name: job.__dict__[name] for name in FIELDS if name in job.__dict__}
 
 
@@ -81,3 +85,28 @@ def test_a_full_load_is_djangos(jobs_world: World) -> None:
     job = Job.objects.get(pk=_job(jobs_world).pk)
     assert job.get_deferred_fields() == set()
     assert _values(job) == _values(_djangos(FIELDS, [job.__dict__[name] for name in FIELDS]))
+
+
+def test_a_proxy_loads_the_same(jobs_world: World) -> None:
+    job = _job(jobs_world)
+    queued = QueuedJob.objects.defer("log_tail").get(pk=job.pk)
+    assert type(queued) is QueuedJob
+    assert _values(queued) == _values(Job.objects.defer("log_tail").get(pk=job.pk))
+
+
+def test_an_init_signal_receiver_gets_djangos_path(jobs_world: World) -> None:
+    job = _job(jobs_world)
+    fast = _values(Job.objects.defer("log_tail").get(pk=job.pk))
+    seen: list[Job] = []
+
+    def receiver(sender: type[Job], instance: Job, **kwargs: Any) -> None:
+        seen.append(instance)
+
+    post_init.connect(receiver, sender=Job)
+    try:
+        slow = Job.objects.defer("log_tail").get(pk=job.pk)
+    finally:
+        post_init.disconnect(receiver, sender=Job)
+    assert seen == [slow]
+    assert _values(slow) == fast
+    assert slow.get_deferred_fields() == {"log_tail"}
