@@ -56,8 +56,9 @@ def can_act_on_job(*, user: User, job: Job) -> bool:
 
 def job_of_uid(*, uid: str) -> Job | None:
     """The job with this uid (the cluster's label), whoever owns it, loaded as a reconcile reads it
-    (with its project), or None: one query where an id lookup and then the load were two (B4)."""
-    return Job.objects.select_related("project").filter(uid=uid).first()
+    (with its project, without the kept log a reconcile never reads), or None: one query where an id
+    lookup and then the load were two (B4)."""
+    return Job.objects.select_related("project").defer("log_tail").filter(uid=uid).first()
 
 
 def job_events(*, job: Job) -> QuerySet[JobEvent]:

@@ -74,7 +74,7 @@ def namespace_reconcile(*, project_id: int, client: KubeClient) -> list[str]:
 
 
 def job_reconcile(*, job_id: int, client: KubeClient) -> None:
-    job = Job.objects.select_related("project").filter(pk=job_id).first()
+    job = Job.objects.select_related("project").defer("log_tail").filter(pk=job_id).first()  # never read here
     if job is not None:
         job_sync(job=job, client=client)
 

@@ -1,6 +1,7 @@
 """Job's rows become instances through workloads.loading.FastLoad: every field a query loads must land
 where Django's own Model.from_db puts it, every field it leaves out must load on access, and where
-something expects Django's path (an init signal's receiver) that path is taken."""
+something expects Django's path (an init signal's receiver) that path is taken. And the loads that
+never read the kept log leave it out."""
 
 from __future__ import annotations
 
@@ -17,7 +18,9 @@ from django.utils import timezone
 from tests.fixtures.personas import World
 from workloads.choices import JobState
 from workloads.models import Job, QueuedJob
+from workloads.selectors import job_of_uid
 from workloads.services import jobs as services
+from workloads.services.cluster_sync import job_reconcile
 from workloads.tests.conftest import IMAGE
 
 pytestmark = pytest.mark.django_db
@@ -110,3 +113,16 @@ def test_an_init_signal_receiver_gets_djangos_path(jobs_world: World) -> None:
     assert seen == [slow]
     assert _values(slow) == fast
     assert slow.get_deferred_fields() == {"log_tail"}
+
+
+def test_a_reconcile_never_loads_the_kept_log(jobs_world: World, fake_kube: Any) -> None:
+    """A finished job's row holds up to 256 KiB of log, which no reconcile reads (B4's worker)."""
+    job = _job(jobs_world)
+    Job.objects.filter(pk=job.pk).update(log_tail="x" * 200_000)
+    with CaptureQueriesContext(connection) as queries:
+        job_reconcile(job_id=job.pk, client=fake_kube)
+        assert job_of_uid(uid=str(job.uid)) is not None
+    sql = [q["sql"] for q in queries]
+    loads = [q for q in sql if q.startswith("SELECT") and '"workloads_job"."id"' in q]
+    assert len(loads) >= 2
+    assert not [q for q in loads if "log_tail" in q]
