@@ -25,7 +25,7 @@ from workloads.k8s import paths
 from workloads.k8s.client import get_client
 from workloads.k8s.errors import K8sError
 from workloads.models import Job
-from workloads.selectors import job_list
+from workloads.selectors import job_list, jobs_with_project
 
 log = logging.getLogger(__name__)
 
@@ -58,7 +58,7 @@ OPEN = _OpenStreams()
 
 
 def _job(job_id: int) -> Job | None:
-    return Job.objects.select_related("project").defer("log_tail").filter(pk=job_id).first()
+    return jobs_with_project().filter(pk=job_id).first()
 
 
 def kept_tail(job: Job) -> bytes:

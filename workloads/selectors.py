@@ -54,11 +54,16 @@ def can_act_on_job(*, user: User, job: Job) -> bool:
     return role == Role.MANAGER or (role == Role.MEMBER and job.owner_id == user.pk)
 
 
+def jobs_with_project() -> QuerySet[Job]:
+    """Jobs as the workers, the controller and the log streams read them: with their project, without
+    the kept log (up to 256 KiB a finished job), which only the log's own reads load."""
+    return Job.objects.select_related("project").defer("log_tail")
+
+
 def job_of_uid(*, uid: str) -> Job | None:
-    """The job with this uid (the cluster's label), whoever owns it, loaded as a reconcile reads it
-    (with its project, without the kept log a reconcile never reads), or None: one query where an id
-    lookup and then the load were two (B4)."""
-    return Job.objects.select_related("project").defer("log_tail").filter(uid=uid).first()
+    """The job with this uid (the cluster's label), whoever owns it, loaded as a reconcile reads it,
+    or None: one query where an id lookup and then the load were two (B4)."""
+    return jobs_with_project().filter(uid=uid).first()
 
 
 def job_events(*, job: Job) -> QuerySet[JobEvent]:

@@ -29,6 +29,7 @@ from workloads.queue import (
     Settings,
     UserCap,
 )
+from workloads.selectors import jobs_with_project
 
 UNLIMITED = 1_000_000
 
@@ -185,7 +186,7 @@ def with_slice_placement(running: list[RunningJob], nodes: tuple[NodeState, ...]
 def cluster_state(*, now: datetime, live: LiveCluster) -> ClusterState:
     """The whole input of one cycle. Call inside the admission transaction (DB reads only)."""
     settings = queue_settings()
-    qs = Job.objects.select_related("project").defer("log_tail")
+    qs = jobs_with_project()
     pending = list(qs.filter(state=JobState.QUEUED).order_by("submitted_at", "id"))
     active = list(qs.filter(state__in=ACTIVE_STATES))
     bound = live.bound_job_uids()

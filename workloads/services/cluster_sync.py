@@ -41,7 +41,7 @@ from workloads.k8s.reconcilers.job import JobReconciler
 from workloads.k8s.reconcilers.namespace import reconcile_namespace, reconcile_quota
 from workloads.k8s.status import Observation, observe
 from workloads.models import Job, JobEvent, OrphanReport, ProjectVolume
-from workloads.selectors import jobs_needing_reconcile, namespace_tenant, project_claims
+from workloads.selectors import jobs_needing_reconcile, jobs_with_project, namespace_tenant, project_claims
 from workloads.services.evidence import GONE, evidence_judge
 from workloads.services.publisher import enqueue_reconcile, namespace_refresh, outbox_done, outbox_seen
 from workloads.services.transitions import job_note, job_transition
@@ -74,7 +74,7 @@ def namespace_reconcile(*, project_id: int, client: KubeClient) -> list[str]:
 
 
 def job_reconcile(*, job_id: int, client: KubeClient) -> None:
-    job = Job.objects.select_related("project").defer("log_tail").filter(pk=job_id).first()  # never read here
+    job = jobs_with_project().filter(pk=job_id).first()
     if job is not None:
         job_sync(job=job, client=client)
 
