@@ -8,7 +8,12 @@ from __future__ import annotations
 
 import pytest
 
-pytest_plugins = ["tests.fixtures.no_skips", "tests.fixtures.cluster", "tests.fixtures.personas"]
+pytest_plugins = [
+    "tests.fixtures.no_skips",
+    "tests.fixtures.cluster",
+    "tests.fixtures.personas",
+    "tests.fixtures.figures",
+]
 
 
 @pytest.fixture(scope="session", autouse=True)

@@ -83,13 +83,13 @@ def _assert_nothing_lost_or_doubled(kube: RealKubeClient, uids: list[str]) -> No
     assert not ReconcileOutbox.objects.exists()
 
 
-def _recover(uids: list[str], what: str) -> float:
+def _recover(uids: list[str], what: str, show: Callable[[str], None]) -> float:
     back = time.monotonic()
     wait_for(
         lambda: _settled(uids), SWEEP_S + 60 + 180, f"every job settled after the {what} outage", every=2
     )
     recovery = time.monotonic() - back
-    print(f"T08 {what}: recovery {recovery:.1f} s (promise: sweep {SWEEP_S} s + 60 s)")
+    show(f"T08 {what}: recovery {recovery:.1f} s (promise: sweep {SWEEP_S} s + 60 s)")
     return recovery
 
 
@@ -116,7 +116,11 @@ def _for(seconds: float, every: float, step: Callable[[], None]) -> None:
 
 
 def test_a_postgres_outage_loses_nothing_and_answers_503(
-    world: World, kube: RealKubeClient, k8s_cluster: ClusterHandle, tmp_path: Path
+    world: World,
+    kube: RealKubeClient,
+    k8s_cluster: ClusterHandle,
+    tmp_path: Path,
+    figures: Callable[[str], None],
 ) -> None:
     refused: list[httpx.Response] = []
 
@@ -130,7 +134,7 @@ def test_a_postgres_outage_loses_nothing_and_answers_503(
         _for(POSTGRES_DOWN_S, 2, lambda: probe(api))
         stack.postgres.up()
         uids += api.submit_ok(JOBS - JOBS // 2)
-        _recover(uids, "Postgres")
+        _recover(uids, "Postgres", figures)
     assert {r.status_code for r in refused} == {503}, refused[0].text[:2000]
     for answer in refused:
         assert answer.headers["content-type"].startswith("application/json")
@@ -140,7 +144,11 @@ def test_a_postgres_outage_loses_nothing_and_answers_503(
 
 
 def test_an_api_server_outage_loses_nothing_and_fails_nothing(
-    world: World, kube: RealKubeClient, k8s_cluster: ClusterHandle, tmp_path: Path
+    world: World,
+    kube: RealKubeClient,
+    k8s_cluster: ClusterHandle,
+    tmp_path: Path,
+    figures: Callable[[str], None],
 ) -> None:
     with _drill(world, k8s_cluster, tmp_path) as (stack, api, uids):
         wait_for(lambda: _all_made(uids), 120, "Jobs made")
@@ -148,12 +156,16 @@ def test_an_api_server_outage_loses_nothing_and_fails_nothing(
         # Submissions need only Postgres.
         _for(APISERVER_DOWN_S, 2, lambda: uids.extend(api.submit_ok(1) if len(uids) < JOBS else []))
         stack.apiserver.up()
-        _recover(uids, "API server")
+        _recover(uids, "API server", figures)
     _assert_nothing_lost_or_doubled(kube, uids)
 
 
 def test_a_redis_outage_loses_nothing_and_submissions_go_on(
-    world: World, kube: RealKubeClient, k8s_cluster: ClusterHandle, tmp_path: Path
+    world: World,
+    kube: RealKubeClient,
+    k8s_cluster: ClusterHandle,
+    tmp_path: Path,
+    figures: Callable[[str], None],
 ) -> None:
     during: list[str] = []
     with _drill(world, k8s_cluster, tmp_path) as (stack, api, uids):
@@ -168,8 +180,8 @@ def test_a_redis_outage_loses_nothing_and_submissions_go_on(
         assert ReconcileOutbox.objects.filter(job__uid__in=during).count() == len(during)
         stack.redis.start()  # empty: every queued task and result is gone
         uids += during
-        _recover(uids, "Redis")
-        print(f"T08 Redis: the worker was restarted {stack.worker.restarts} time(s)")
+        _recover(uids, "Redis", figures)
+        figures(f"T08 Redis: the worker was restarted {stack.worker.restarts} time(s)")
     _assert_nothing_lost_or_doubled(kube, uids)
     # The controller's event watch fed the timelines with the cluster's own events.
     reasons = set(JobEvent.objects.filter(kind="k8s").values_list("reason", flat=True))

@@ -17,6 +17,7 @@ import json
 import subprocess
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -92,22 +93,23 @@ def _stats(prefix: Path) -> dict[str, dict[str, str]]:
         return {row["Name"]: row for row in csv.DictReader(f)}
 
 
-def _print(stats: dict[str, dict[str, str]]) -> None:
-    print(f"\nT12: {USERS} users, {RUN_S} s")
-    print(f"{'kind':<18}{'requests':>10}{'failures':>10}{'p50 ms':>9}{'p95 ms':>9}{'p99 ms':>9}")
+def _table(stats: dict[str, dict[str, str]]) -> str:
+    lines = [f"T12: {USERS} users, {RUN_S} s"]
+    lines.append(f"{'kind':<18}{'requests':>10}{'failures':>10}{'p50 ms':>9}{'p95 ms':>9}{'p99 ms':>9}")
     for name in SHOWN:
         row = stats.get(name)
         if row:
-            print(
+            lines.append(
                 f"{name:<18}{row['Request Count']:>10}{row['Failure Count']:>10}"
                 f"{row['50%']:>9}{row['95%']:>9}{row['99%']:>9}"
             )
-    print("goals: reads p95 < 300 ms, submit p95 < 1000 ms, errors < 0.1 %, socket lag p95 < 2000 ms")
+    lines.append("goals: reads p95 < 300 ms, submit p95 < 1000 ms, errors < 0.1 %, socket lag p95 < 2000 ms")
+    return "\n".join(lines)
 
 
 @pytest.mark.timeout(RUN_S + 420)  # set-up (200 users, 400 jobs) and teardown come on top of the run
 def test_t12_two_hundred_users_read_submit_tail_and_watch(
-    k8s_cluster: ClusterHandle, kube: RealKubeClient, tmp_path: Path
+    k8s_cluster: ClusterHandle, kube: RealKubeClient, tmp_path: Path, figures: Callable[[str], None]
 ) -> None:
     identities, projects = _identities(tmp_path)
     before = set(Job.objects.values_list("uid", flat=True))
@@ -133,9 +135,8 @@ def test_t12_two_hundred_users_read_submit_tail_and_watch(
             spent: dict[str, float] = {}
             cpu.spent(before_cpu, cpu.snapshot(), spent)
             stats = _stats(prefix)
-            _print(stats)
-            # What the two cores did meanwhile: the profile that says what bounds a missed goal.
-            print(f"CPU during the run: {cpu.describe(spent, time.monotonic() - started)}")
+            # With what the two cores did meanwhile: the profile that says what bounds a missed goal.
+            figures(f"{_table(stats)}\nCPU during the run: {cpu.describe(spent, time.monotonic() - started)}")
             for kind in KINDS:
                 assert int(stats.get(kind, {}).get("Request Count", 0)) > 0, (kind, stderr[-2000:])
             http = [stats[k] for k in KINDS if k != "socket lag"]
