@@ -3,23 +3,16 @@ passing test's own output to itself, and T12's and T08's figures were lost from 
 
 from __future__ import annotations
 
-import os
 import subprocess
-import sys
 from pathlib import Path
 
-REPO = Path(__file__).resolve().parent.parent
+from tests.bare_pytest import run_bare_pytest
+
 SECTION = "figures the tests measured"
 
 
 def _run(tmp_path: Path, source: str) -> subprocess.CompletedProcess[str]:
-    (tmp_path / "test_load.py").write_text(source)
-    env = {**os.environ, "PYTHONPATH": str(REPO)}
-    args = ["-p", "tests.fixtures.figures", "-p", "no:django", "-p", "no:cacheprovider", "-q"]
-    return subprocess.run(
-        [sys.executable, "-m", "pytest", *args, "--rootdir", str(tmp_path), "test_load.py"],
-        cwd=tmp_path, env=env, capture_output=True, text=True, timeout=120, check=False,
-    )  # fmt: skip
+    return run_bare_pytest(tmp_path, "tests.fixtures.figures", "load", source)
 
 
 def test_a_passing_tests_figures_are_printed_after_the_run(tmp_path: Path) -> None:

@@ -3,14 +3,13 @@
 
 from __future__ import annotations
 
-import os
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
-REPO = Path(__file__).resolve().parent.parent
+from tests.bare_pytest import run_bare_pytest
+
 MODULES = {
     "module_skip": 'import pytest\npytest.skip("gone", allow_module_level=True)\n\ndef test_x():\n    pass\n',
     "importorskip": 'import pytest\npytest.importorskip("no_such_module_here")\n\ndef test_x():\n    pass\n',
@@ -20,13 +19,7 @@ MODULES = {
 
 
 def _run(tmp_path: Path, name: str, source: str) -> subprocess.CompletedProcess[str]:
-    (tmp_path / f"test_{name}.py").write_text(source)
-    env = {k: v for k, v in os.environ.items() if k != "CI"} | {"PYTHONPATH": str(REPO)}
-    args = ["-p", "tests.fixtures.no_skips", "-p", "no:django", "-p", "no:cacheprovider", "-q"]
-    return subprocess.run(
-        [sys.executable, "-m", "pytest", *args, "--rootdir", str(tmp_path), f"test_{name}.py"],
-        cwd=tmp_path, env=env, capture_output=True, text=True, timeout=120, check=False,
-    )  # fmt: skip
+    return run_bare_pytest(tmp_path, "tests.fixtures.no_skips", name, source)
 
 
 @pytest.mark.parametrize("name", sorted(MODULES))
