@@ -66,7 +66,7 @@ pytest: venv proto system-deps cluster-build images oidc-provider
 
 # The tests on the optional real node (a real kubelet, containerd and runc; deploy/localcluster/README.md)
 # run inside the run's own network namespace, with their own control plane, Postgres and Redis there.
-REALNODE_RUN := $(BIN)/python -m portal.localcluster.netns run -- bash deploy/localcluster/realnode/run-tests.sh
+REALNODE_RUN := $(BIN)/python -m deploy.localcluster.netns run -- bash deploy/localcluster/realnode/run-tests.sh
 pytest-realnode: venv proto system-deps cluster-build realnode-images images
 	$(REALNODE_RUN) $(PYTEST_ARGS)
 
@@ -131,7 +131,7 @@ screenshots: venv proto system-deps cluster-build images oidc-provider
 # REAL_NODE=1: also a real node running real containers (deploy/localcluster/README.md); the demo then
 # runs inside the run's own network namespace, and the host's 127.0.0.1:8000 is forwarded into it.
 demo: venv proto frontend cluster-build $(if $(REAL_NODE),realnode-images)
-	$(if $(REAL_NODE),$(BIN)/python -m portal.localcluster.netns run --forward $${PORT:-8000} --) \
+	$(if $(REAL_NODE),$(BIN)/python -m deploy.localcluster.netns run --forward $${PORT:-8000} --) \
 	  $(BIN)/python manage.py demo $(if $(REAL_NODE),--real-node)
 
 bench: venv proto cluster-build

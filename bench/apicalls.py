@@ -8,7 +8,7 @@ from collections import Counter
 
 from prometheus_client.parser import text_string_to_metric_families
 
-from portal.localcluster import KubeApi
+from deploy.localcluster import KubeApi
 
 Calls = Counter[tuple[str, str]]
 

@@ -28,7 +28,7 @@ from pathlib import Path
 from typing import Any
 
 from bench.common import Profile, Result, log
-from portal.localcluster import ClusterHandle, KubeApi, bin_dir, create_gpu_nodes, start_cluster, stop_cluster
+from deploy.localcluster import ClusterHandle, KubeApi, bin_dir, create_gpu_nodes, start_cluster, stop_cluster
 
 SIZES = {"ci": (100, 2000, 20), "full": (1000, 20000, 200)}  # nodes, pods, namespaces
 STEPS: dict[Profile, tuple[int, ...]] = {"ci": (10, 30, 100), "full": (100, 300, 1000)}  # nodes

@@ -21,7 +21,7 @@ import psycopg
 
 from bench.b1_sync import BACKEND, bare_pod, bench_cluster
 from bench.common import Profile, Result, log, percentile
-from portal.localcluster import KubeApi, bin_dir
+from deploy.localcluster import KubeApi, bin_dir
 
 RATES = {"ci": [(20, 30)], "full": [(20, 60), (200, 30), (1000, 10)]}  # pods/s, seconds
 POLL_S = 10.0

@@ -15,7 +15,7 @@ import uuid
 from typing import Any, Protocol
 
 from bench.common import Profile, Result, log, percentile
-from portal.localcluster import KubeApi
+from deploy.localcluster import KubeApi
 
 Obj = dict[str, Any]
 JOBS_SLUG = "b4-jobs"  # a project slug no seeded project uses: its namespace is this side's own

@@ -50,8 +50,8 @@ from bench.b4_jobs import KubeJobs, job_rows
 from bench.b4_watch import PodWatch, capacity_of, pod_watch
 from bench.common import Profile, Result, log, percentile
 from bench.procs import Web, server_env, spawn, start_web, wait_port
+from deploy.localcluster import KubeApi
 from plugin.names import GPU_RESOURCE
-from portal.localcluster import KubeApi
 from tests.workloads_e2e.procs import PrivateRedis, start_worker, stop_process, wait_for
 
 Obj = dict[str, Any]

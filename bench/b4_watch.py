@@ -11,8 +11,8 @@ from pathlib import Path
 from typing import Any
 
 from bench.b1_sync import portal_client
+from deploy.localcluster import KubeApi
 from plugin.names import GPU_RESOURCE
-from portal.localcluster import KubeApi
 from tests.workloads_e2e.procs import wait_for
 from workloads.k8s.labels import UID_LABEL
 

@@ -32,7 +32,7 @@ from plugin.agent.collector import Collector
 from plugin.agent.metrics import AgentMetrics
 from plugin.agent.runner import Agent
 from plugin.agent.sender import SampleBuffer
-from plugin.simnvml import SimNvml, default_gpus
+from plugin.sim.nvml import SimNvml, default_gpus
 
 GPUS = 8
 CALL_COST_S = 100e-6
@@ -42,7 +42,7 @@ REAL_POLLS = {"ci": 5000, "full": 20000}
 ROUNDS = 5  # agent and bare loop take turns, and each keeps its median round: drift hits both alike
 SMI_RUNS = {"ci": 20, "full": 60}
 STANDIN = f"""
-from plugin.simnvml import SimNvml, default_gpus
+from plugin.sim.nvml import SimNvml, default_gpus
 from plugin import nvml
 lib = SimNvml(default_gpus({GPUS}), call_cost_s={CALL_COST_S})
 lib.nvmlInit()

@@ -21,8 +21,8 @@ from plugin._proto import deviceplugin_pb2 as pb
 from plugin._proto import deviceplugin_pb2_grpc as pb_grpc
 from plugin.daemon import PluginConfig, PluginDaemon
 from plugin.devices import RESOURCE_GPU, RESOURCE_SHARED
-from plugin.simnvml import SimNvml, default_gpus
-from plugin.testing.kubelet import TestKubelet
+from plugin.sim.kubelet import TestKubelet
+from plugin.sim.nvml import SimNvml, default_gpus
 
 SIZES = (1, 2, 4, 8)
 ALLOCATES = {"ci": 2_000, "full": 10_000}

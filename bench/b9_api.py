@@ -27,7 +27,7 @@ from bench.b1_sync import bare_pod, bench_cluster
 from bench.b9_seed import Seat, seed
 from bench.common import Profile, Result, log, percentile
 from bench.procs import server_env, start_web, wait_port
-from portal.localcluster import KubeApi, bin_dir
+from deploy.localcluster import KubeApi, bin_dir
 
 ROOT = Path(__file__).resolve().parent.parent
 

@@ -15,7 +15,7 @@ from plugin.daemon import PluginConfig, PluginDaemon
 from plugin.podresources import DEFAULT_SOCKET
 from plugin.registration import DEFAULT_PLUGIN_DIR
 from plugin.server import OnGrant
-from plugin.simnvml import SimNvml
+from plugin.sim.nvml import SimNvml
 
 
 def parse_args(argv: list[str] | None) -> argparse.Namespace:

@@ -6,7 +6,7 @@ import argparse
 import os
 
 from plugin import nvml
-from plugin.simnvml import SimNvml, default_gpus
+from plugin.sim.nvml import SimNvml, default_gpus
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:

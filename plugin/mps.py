@@ -5,7 +5,7 @@ containers that hold slices of that GPU, see allocator.grant_shared). MPS talks 
 with `isolate_shm` each daemon runs in its own mount namespace with `root/<uuid>/shm` bound on
 /dev/shm: containers on one GPU share that directory, and no other. With the real backend the
 command is `nvidia-cuda-mps-control -f` (foreground, so we can watch it); with the simulated backend
-plugin/simmps.py plays the daemon, supervised by exactly the same code.
+plugin/sim/mps.py plays the daemon, supervised by exactly the same code.
 """
 
 from __future__ import annotations
@@ -24,7 +24,7 @@ log = logging.getLogger(__name__)
 
 REAL_COMMAND = ["nvidia-cuda-mps-control", "-f"]
 REAL_CONTROL = ["nvidia-cuda-mps-control"]
-_SIM = str(Path(__file__).with_name("simmps.py"))
+_SIM = str(Path(__file__).parent / "sim" / "mps.py")
 STANDIN_COMMAND = [sys.executable, _SIM]
 STANDIN_CONTROL = [sys.executable, _SIM, "control"]
 # A private mount namespace whose /dev/shm is the GPU's own directory ($0), then the daemon ($@).

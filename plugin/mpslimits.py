@@ -6,7 +6,7 @@ daemon's server *is* that project. The plugin sets that server's active thread p
 memory limit in the control daemon (`set_default_*` for the next server, `set_*` for a running one)
 to the project's slices on the GPU; the CUDA_MPS_* variables in the container can only lower a
 client's share below that, never raise it. The pure functions read PodResources holders; `LimitWriter`
-talks to the control program (`nvidia-cuda-mps-control`, or plugin/simmps.py simulated).
+talks to the control program (`nvidia-cuda-mps-control`, or plugin/sim/mps.py simulated).
 """
 
 from __future__ import annotations

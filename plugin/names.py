@@ -1,7 +1,7 @@
 """Kubernetes and NVIDIA names that the node side and the portal must agree on.
 
 The one home of these strings: the plugin and agent import them here, and so do the portal apps
-(`workloads.k8s`, `gpu`, `portal.localcluster`). Plain constants and one parser, so importing this
+(`workloads.k8s`, `gpu`, `deploy.localcluster`). Plain constants and one parser, so importing this
 module never pulls in Django or the plugin's gRPC code.
 """
 

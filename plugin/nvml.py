@@ -1,6 +1,6 @@
 """The GPU access layer: the subset of nvidia-ml-py (`pynvml`) the node side uses, as a Protocol.
 
-Two implementations satisfy it: the real `pynvml` module (see `load_real`) and `plugin.simnvml.SimNvml`.
+Two implementations satisfy it: the real `pynvml` module (see `load_real`) and `plugin.sim.nvml.SimNvml`.
 Because the simulation mimics pynvml's own names, return shapes and `NVMLError` codes, every line of
 code above this layer (devices, health, agent) runs unchanged against real NVML; only the lib differs.
 """

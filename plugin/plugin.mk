@@ -16,8 +16,8 @@ plugin/_proto/%_pb2.py: plugin/protos/plugin/_proto/%.proto $(VENV)/.synced
 	touch $@
 
 gpu-check: venv proto
-	$(BIN)/python -m plugin.gpucheck
+	$(BIN)/python -m plugin.checks.gpucheck
 
 # Real CUDA work and a real MPS daemon: only on a GPU machine nobody else uses (docs/gpu-check.md).
 gpu-check-real: venv proto
-	$(BIN)/python -m plugin.gpureal
+	$(BIN)/python -m plugin.checks.gpureal

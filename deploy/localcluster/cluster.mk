@@ -11,10 +11,10 @@ cluster-build:
 # The last line printed is the kubeconfig path: KUBECONFIG=$$(make -s cluster-up | tail -1).
 # REAL_NODE=1: the cluster and a real node (kubelet, containerd, the device plugin on simulated GPUs)
 # inside the run's own network namespace, held in the foreground until Ctrl-C, which stops both and
-# leaves the host as found; `python -m portal.localcluster.netns exec -- CMD` runs kubectl beside it.
+# leaves the host as found; `python -m deploy.localcluster.netns exec -- CMD` runs kubectl beside it.
 cluster-up: venv cluster-build $(if $(REAL_NODE),realnode-images)
-	@$(if $(REAL_NODE),$(BIN)/python -m portal.localcluster.netns run --) \
-	  $(BIN)/python -m portal.localcluster --name $(CLUSTER_NAME) up --nodes $(CLUSTER_NODES) $(if $(REAL_NODE),--real-node)
+	@$(if $(REAL_NODE),$(BIN)/python -m deploy.localcluster.netns run --) \
+	  $(BIN)/python -m deploy.localcluster --name $(CLUSTER_NAME) up --nodes $(CLUSTER_NODES) $(if $(REAL_NODE),--real-node)
 
 cluster-down: venv
-	@$(BIN)/python -m portal.localcluster --name $(CLUSTER_NAME) down
+	@$(BIN)/python -m deploy.localcluster --name $(CLUSTER_NAME) down

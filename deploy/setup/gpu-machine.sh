@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # The real-GPU checks in one run, for a lent GPU machine (docs/gpu-check.md): `make gpu-check`
-# (safe on a shared machine), then plugin.gpureal (real CUDA work and a real MPS daemon) and B5 on the
+# (safe on a shared machine), then plugin.checks.gpureal (real CUDA work and a real MPS daemon) and B5 on the
 # real NVML. Wheels in .whl/ (if any) go to /tmp/site first: such a machine reaches no registry.
 set -uo pipefail
 cd "$(dirname "$0")/../.."
@@ -13,8 +13,8 @@ export PYTHONUNBUFFERED=1
 nvidia-smi -L && nvidia-smi --query-gpu=name,driver_version,memory.total,power.limit --format=csv
 command -v nvidia-cuda-mps-control unshare || true
 rc=0
-timeout 120 python3 -m plugin.gpucheck || rc=1
-timeout 300 python3 -m plugin.gpureal || rc=1
+timeout 120 python3 -m plugin.checks.gpucheck || rc=1
+timeout 300 python3 -m plugin.checks.gpureal || rc=1
 GPUPORTAL_B5_BACKEND=real timeout 150 python3 -m bench B5 || rc=1
 echo "gpu-machine: rc=$rc"
 exit "$rc"

@@ -13,8 +13,8 @@ import pytest
 
 from plugin.daemon import PluginConfig, PluginDaemon
 from plugin.devices import RESOURCE_GPU, RESOURCE_SHARED
-from plugin.simnvml import SimNvml
-from plugin.testing.kubelet import TestKubelet
+from plugin.sim.kubelet import TestKubelet
+from plugin.sim.nvml import SimNvml
 
 RESOURCES = (RESOURCE_GPU, RESOURCE_SHARED)
 

@@ -15,7 +15,7 @@ from plugin._proto import deviceplugin_pb2 as pb
 from plugin.config import EXCLUSIVE, Mode
 from plugin.devices import RESOURCE_GPU, RESOURCE_SHARED, discover
 from plugin.server import DevicePluginServicer
-from plugin.simnvml import SimNvml, default_gpus
+from plugin.sim.nvml import SimNvml, default_gpus
 from plugin.state import AllocationError, NodeState
 
 UUID_RE = re.compile(r"^GPU-[0-9a-f-]{36}$")

@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 from plugin.devices import RESOURCE_GPU, RESOURCE_SHARED
-from plugin.simnvml import SimNvml
-from plugin.testing.kubelet import TestKubelet
+from plugin.sim.kubelet import TestKubelet
+from plugin.sim.nvml import SimNvml
 from plugin.tests.conftest import MakeDaemon
 
 

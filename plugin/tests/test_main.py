@@ -1,5 +1,5 @@
 """The entry points as processes: `python -m plugin` registers with the test kubelet and stops on SIGTERM;
-`python -m plugin.gpucheck` says clearly when there is no GPU."""
+`python -m plugin.checks.gpucheck` says clearly when there is no GPU."""
 
 from __future__ import annotations
 
@@ -10,10 +10,11 @@ from pathlib import Path
 
 import pytest
 
-from plugin import gpucheck, nvml
+from plugin import nvml
+from plugin.checks import gpucheck
 from plugin.devices import RESOURCE_GPU, discover
-from plugin.simnvml import SimNvml, default_gpus
-from plugin.testing.kubelet import TestKubelet
+from plugin.sim.kubelet import TestKubelet
+from plugin.sim.nvml import SimNvml, default_gpus
 
 
 def test_the_daemon_process_registers_and_exits_cleanly_on_sigterm(

@@ -11,8 +11,8 @@ from pathlib import Path
 
 from plugin.devices import RESOURCE_SHARED
 from plugin.mps import STANDIN_COMMAND, MpsSupervisor
-from plugin.simnvml import SimNvml
-from plugin.testing.kubelet import TestKubelet
+from plugin.sim.kubelet import TestKubelet
+from plugin.sim.nvml import SimNvml
 from plugin.tests.conftest import MakeDaemon
 
 

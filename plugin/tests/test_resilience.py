@@ -9,8 +9,8 @@ import grpc
 import pytest
 
 from plugin.devices import RESOURCE_GPU, RESOURCE_SHARED
-from plugin.simnvml import SimNvml
-from plugin.testing.kubelet import TestKubelet
+from plugin.sim.kubelet import TestKubelet
+from plugin.sim.nvml import SimNvml
 from plugin.tests.conftest import RESOURCES, MakeDaemon
 
 # T11's absence is 60 s (reliability.md) in `make soak`; `make test` waits 20 s, still far past the

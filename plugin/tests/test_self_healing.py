@@ -13,8 +13,8 @@ import pytest
 
 from plugin import config
 from plugin.devices import RESOURCE_GPU, RESOURCE_SHARED
-from plugin.simnvml import SimNvml
-from plugin.testing.kubelet import TestKubelet
+from plugin.sim.kubelet import TestKubelet
+from plugin.sim.nvml import SimNvml
 from plugin.tests.conftest import MakeDaemon, write_sharing
 
 BUDGET_S = 5.0

@@ -6,9 +6,9 @@ from pathlib import Path
 
 from plugin.config import EXCLUSIVE, Mode
 from plugin.devices import RESOURCE_GPU, RESOURCE_SHARED, discover
-from plugin.simnvml import SimNvml
+from plugin.sim.kubelet import TestKubelet
+from plugin.sim.nvml import SimNvml
 from plugin.state import NodeState
-from plugin.testing.kubelet import TestKubelet
 from plugin.tests.conftest import MakeDaemon, write_sharing
 
 

@@ -22,9 +22,9 @@ from plugin.daemon import PluginDaemon
 from plugin.devices import RESOURCE_SHARED
 from plugin.mps import SHM_WRAPPER, MpsSupervisor
 from plugin.podresources import Holder
-from plugin.simmps import SimControl, connect_client
-from plugin.simnvml import SimNvml
-from plugin.testing.kubelet import TestKubelet
+from plugin.sim.kubelet import TestKubelet
+from plugin.sim.mps import SimControl, connect_client
+from plugin.sim.nvml import SimNvml
 from plugin.tests.conftest import MakeDaemon
 
 MIB = 32768  # SimNvml's default GPU memory
@@ -184,7 +184,7 @@ def test_each_supervised_daemon_sees_its_own_gpu_directory_as_dev_shm(short_dir:
 def test_the_simulated_control_program_speaks_on_stdin(short_dir: Path) -> None:
     pipe = short_dir / "pipe"
     env = os.environ | {"CUDA_MPS_PIPE_DIRECTORY": str(pipe)}
-    simmps = str(Path(mpslimits.__file__).with_name("simmps.py"))
+    simmps = str(Path(mpslimits.__file__).parent / "sim" / "mps.py")
     daemon = subprocess.Popen([sys.executable, simmps], env=env)
     try:
         _until(lambda: (pipe / "control.sock").exists())

@@ -9,7 +9,7 @@ from bench.b5_agent import GPUS, _bare_poll, _EightOf, _memory_version
 from plugin import nvml
 from plugin.agent.attribution import Attributor
 from plugin.agent.collector import Collector
-from plugin.simnvml import SimHandle, SimNvml, default_gpus
+from plugin.sim.nvml import SimHandle, SimNvml, default_gpus
 
 
 def test_one_gpu_read_in_turn_is_eight_gpus_to_the_agent_and_the_bare_loop(tmp_path: Path) -> None:

@@ -6,8 +6,8 @@ from pathlib import Path
 
 import yaml
 
-from portal.localcluster.config import render_config
-from portal.localcluster.nodes import GpuNodeSpec, node_manifest
+from deploy.localcluster.config import render_config
+from deploy.localcluster.nodes import GpuNodeSpec, node_manifest
 
 
 def test_config_names_every_binary_by_absolute_path_and_binds_loopback(tmp_path: Path) -> None:

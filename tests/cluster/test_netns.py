@@ -13,7 +13,7 @@ from tests.cluster.helpers import wait_for
 from tests.workloads_e2e.procs import free_port
 
 NAME = "gpuportal-nstest"
-NETNS = [sys.executable, "-m", "portal.localcluster.netns"]
+NETNS = [sys.executable, "-m", "deploy.localcluster.netns"]
 
 
 def _get(port: int) -> str | None:

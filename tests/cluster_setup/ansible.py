@@ -11,14 +11,14 @@ from pathlib import Path
 
 import pytest
 
+from deploy.cluster import sitefile
+
 REPO = Path(__file__).resolve().parents[2]
 CLUSTER = REPO / "deploy" / "cluster"
 ANSIBLE = CLUSTER / "automation"
 PLAYBOOKS = sorted((ANSIBLE / "playbooks").glob("*.yml"))
 EXAMPLES = CLUSTER / "examples"
 VENV_BIN = Path(sys.executable).parent
-sys.path.insert(0, str(CLUSTER))
-import sitefile  # noqa: E402
 
 __all__ = ["sitefile"]
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from portal.localcluster import ClusterHandle
+from deploy.localcluster import ClusterHandle
 from tests.helm.chart import Kube
 
 

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from portal.localcluster import bin_dir
+from deploy.localcluster import bin_dir
 from tests.cluster_setup.ansible import EXAMPLES, sitefile
 
 SITES = {

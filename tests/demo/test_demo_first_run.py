@@ -19,8 +19,8 @@ from typing import TypeVar
 import pytest
 import requests
 
-from portal.localcluster import stop_cluster
-from portal.localcluster.paths import run_dir
+from deploy.localcluster import stop_cluster
+from deploy.localcluster.paths import run_dir
 from tests.workloads_e2e.procs import REPO, embedded_env, free_port
 
 pytestmark = [pytest.mark.cluster, pytest.mark.slow, pytest.mark.timeout(600)]

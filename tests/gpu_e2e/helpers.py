@@ -7,7 +7,7 @@ import uuid
 from collections.abc import Callable
 from typing import Any, TypeVar
 
-from portal.localcluster.nodes import GpuNodeSpec, node_manifest
+from deploy.localcluster.nodes import GpuNodeSpec, node_manifest
 
 T = TypeVar("T")
 

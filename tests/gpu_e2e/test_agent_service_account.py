@@ -24,11 +24,11 @@ from cryptography.hazmat.primitives.asymmetric import padding, rsa
 from django.test import Client, override_settings
 from kubernetes import client
 
+from deploy.localcluster import ClusterHandle
 from gpu import identity
 from gpu.models import Gpu, GpuSample
 from gpu.services import node_apply
 from gpu.tests.factories import batch, series
-from portal.localcluster import ClusterHandle
 from tests.cluster.helpers import wait_for
 from workloads.k8s.client import RealKubeClient, set_client
 

@@ -11,7 +11,7 @@ from typing import Any
 
 import yaml
 
-from portal.localcluster import bin_dir
+from deploy.localcluster import bin_dir
 
 CHART = Path(__file__).resolve().parents[2] / "deploy" / "helm" / "gpu-portal"
 JSON = dict[str, Any]

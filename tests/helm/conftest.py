@@ -6,7 +6,7 @@ from collections.abc import Iterator
 
 import pytest
 
-from portal.localcluster import ClusterHandle
+from deploy.localcluster import ClusterHandle
 from tests.helm.chart import Kube
 from tests.helm.release import Release
 

@@ -17,11 +17,11 @@ import yaml
 from django.test import override_settings
 from kubernetes import config
 
+from deploy.localcluster import ClusterHandle, GpuNodeSpec
+from deploy.localcluster.nodes import node_manifest
 from gpu import services as gpu_services
 from gpu.choices import SharingMode
 from gpu.tests.factories import make_gpus
-from portal.localcluster import ClusterHandle, GpuNodeSpec
-from portal.localcluster.nodes import node_manifest
 from tests.fixtures.personas import World
 from tests.helm.release import RELEASE, Release
 from tests.helm.test_chart_rbac import tenant_bindings

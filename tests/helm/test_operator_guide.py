@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from portal.localcluster import ClusterHandle, bin_dir
+from deploy.localcluster import ClusterHandle, bin_dir
 from tests.helm.chart import Kube
 
 pytestmark = pytest.mark.cluster

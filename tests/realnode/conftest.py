@@ -26,15 +26,15 @@ from typing import Any
 
 import pytest
 
-import portal.localcluster.netns as netns
+import deploy.localcluster.netns as netns
+from deploy.localcluster import ClusterHandle
+from deploy.localcluster.realnode import RealNode, start_real_node
+from deploy.localcluster.realnode import config as rc
 from plugin._proto import deviceplugin_pb2 as pb
 from plugin.daemon import PluginConfig, PluginDaemon
 from plugin.devices import RESOURCE_GPU
 from plugin.registration import DEFAULT_PLUGIN_DIR
-from plugin.simnvml import SimNvml
-from portal.localcluster import ClusterHandle
-from portal.localcluster import realnode_config as rc
-from portal.localcluster.realnode import RealNode, start_real_node
+from plugin.sim.nvml import SimNvml
 from tests.cluster.helpers import wait_for
 from tests.fixtures.personas import World
 from tests.workloads_e2e.conftest import portal_kube_client
@@ -54,7 +54,7 @@ def require_netns() -> None:
         pytest.fail(
             "the real-node tests run only inside the run's own network namespace: "
             "make test does this (deploy/localcluster/realnode/run-tests.sh), or run "
-            "`python -m portal.localcluster.netns run -- bash deploy/localcluster/realnode/run-tests.sh`",
+            "`python -m deploy.localcluster.netns run -- bash deploy/localcluster/realnode/run-tests.sh`",
             pytrace=False,
         )
 

@@ -8,8 +8,8 @@ from typing import Any
 
 from kubernetes import client
 
-from portal.localcluster import ClusterHandle
-from portal.localcluster import realnode_config as rc
+from deploy.localcluster import ClusterHandle
+from deploy.localcluster.realnode import config as rc
 from tests.cluster.helpers import wait_for
 from tests.fixtures.personas import World
 from workloads.models import Job

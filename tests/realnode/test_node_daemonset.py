@@ -19,10 +19,10 @@ import pytest
 import yaml
 from kubernetes import client
 
+from deploy.localcluster import ClusterHandle
+from deploy.localcluster.realnode import RealNode, start_real_node
+from deploy.localcluster.realnode import config as rc
 from gpu.models import Gpu
-from portal.localcluster import ClusterHandle
-from portal.localcluster import realnode_config as rc
-from portal.localcluster.realnode import RealNode, start_real_node
 from tests.cluster.helpers import wait_for
 from tests.gpu_e2e.test_agent_service_account import mirror, samples_of
 from tests.helm.chart import CHART, Kube

@@ -9,10 +9,10 @@ import uuid
 
 from kubernetes import client
 
-import portal.localcluster.hoststate as hoststate
-from portal.localcluster import ClusterHandle
-from portal.localcluster import realnode_config as rc
-from portal.localcluster.realnode import real_node_with_plugin, start_real_node
+import deploy.localcluster.hoststate as hoststate
+from deploy.localcluster import ClusterHandle
+from deploy.localcluster.realnode import config as rc
+from deploy.localcluster.realnode import real_node_with_plugin, start_real_node
 from tests.cluster.helpers import wait_for
 from tests.realnode.conftest import require_netns
 from tests.realnode.helpers import allocatable, kubectl, read_pod, real_pod, wait_terminated

@@ -12,9 +12,9 @@ import time
 
 from kubernetes import client
 
+from deploy.localcluster.realnode import RealNode
 from plugin.allocator import CONTAINER_MPS_ROOT
 from plugin.devices import RESOURCE_GPU, RESOURCE_SHARED
-from portal.localcluster.realnode import RealNode
 from tests.cluster.helpers import wait_for
 from tests.realnode.conftest import NodePlugin
 from tests.realnode.helpers import allocatable, log_vars, run_to_end

@@ -12,8 +12,8 @@ from pathlib import Path
 import pytest
 from django.test import override_settings
 
-from portal.localcluster import ClusterHandle
-from portal.localcluster.realnode import RealNode
+from deploy.localcluster import ClusterHandle
+from deploy.localcluster.realnode import RealNode
 from tests.fixtures.personas import World
 from tests.realnode.helpers import submit_real
 from tests.workloads_e2e.live_portal import drive_until, live_portal

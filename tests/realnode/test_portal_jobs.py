@@ -11,8 +11,8 @@ from typing import Any
 
 import pytest
 
+from deploy.localcluster.realnode import RealNode
 from plugin.names import REAL_NODE_LABEL
-from portal.localcluster.realnode import RealNode
 from tests.fixtures.personas import World
 from tests.realnode.helpers import submit_real
 from tests.workloads_e2e.procs import wait_for

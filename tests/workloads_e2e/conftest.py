@@ -15,7 +15,7 @@ from typing import Any, TypeVar
 import pytest
 from django.test import override_settings
 
-from portal.localcluster import ClusterHandle
+from deploy.localcluster import ClusterHandle
 from tests.fixtures.personas import World
 from tests.workloads_e2e.live_portal import portal_server  # noqa: F401 - the live daphne fixture
 from tests.workloads_e2e.procs import wait_for as wait_for

@@ -16,7 +16,7 @@ from django.conf import settings
 from django.db import connections
 from django.test import override_settings
 
-from portal.localcluster import ClusterHandle
+from deploy.localcluster import ClusterHandle
 from tests.workloads_e2e.procs import REPO, PrivateRedis, free_port, stop_process, wait_for, worker_env
 from workloads.admission.cycle import admission_pass
 from workloads.models import Job

@@ -21,8 +21,8 @@ import httpx
 import yaml
 from django.conf import settings
 
+from deploy.localcluster import ClusterHandle
 from portal import liveness
-from portal.localcluster import ClusterHandle
 from tests.workloads_e2e.procs import (
     REPO,
     PrivateRedis,

@@ -20,7 +20,7 @@ import pytest
 from django.conf import settings
 from django.core.exceptions import ValidationError
 
-from portal.localcluster import ClusterHandle
+from deploy.localcluster import ClusterHandle
 from tests.fixtures.personas import World
 from tests.workloads_e2e.conftest import cluster_jobs, wait_for
 from tests.workloads_e2e.harness import running_controller, use_broker

@@ -1,6 +1,6 @@
 """Self-healing GPUs end to end: real Postgres, the real local cluster (kwok GPU nodes), simulated agents.
 
-Two nodes keep 2 free GPUs each; a 2-GPU job runs on one. The simulated agents (portal/simagents.py)
+Two nodes keep 2 free GPUs each; a 2-GPU job runs on one. The simulated agents (portal/demo/agents.py)
 post through the real ingest view, in this process. An application XID on one of the job's GPUs
 changes nothing; a critical XID makes that GPU unhealthy at once, the job is preempted with the
 reason (not failed), and the node task writes `in_service: false` for the GPU into the plugin's
@@ -37,10 +37,10 @@ from gpu.choices import GpuHealth
 from gpu.models import Gpu, Node
 from plugin.daemon import PluginConfig, PluginDaemon
 from plugin.devices import RESOURCE_GPU
-from plugin.simnvml import SimGpu as NvmlGpu
-from plugin.simnvml import SimNvml
-from plugin.testing.kubelet import TestKubelet
-from portal.simagents import SimAgents
+from plugin.sim.kubelet import TestKubelet
+from plugin.sim.nvml import SimGpu as NvmlGpu
+from plugin.sim.nvml import SimNvml
+from portal.demo.agents import SimAgents
 from tests.fixtures.personas import World
 from tests.workloads_e2e.conftest import wait_for
 from tests.workloads_e2e.test_queue_cluster import _gpu_pod

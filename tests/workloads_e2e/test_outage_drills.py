@@ -19,7 +19,7 @@ import pytest
 
 from accounts.choices import TokenScope
 from accounts.services import token_create
-from portal.localcluster import ClusterHandle
+from deploy.localcluster import ClusterHandle
 from tests.fixtures.personas import World
 from tests.workloads_e2e.outage_stack import SWEEP_S, Stack, portal_stack
 from tests.workloads_e2e.procs import wait_for

@@ -28,7 +28,7 @@ from accounts.choices import Role, TokenScope
 from accounts.models import Membership, Project, Quota, User
 from accounts.services import token_create
 from bench import cpu
-from portal.localcluster import ClusterHandle
+from deploy.localcluster import ClusterHandle
 from tests.fixtures.personas import make_user
 from tests.workloads_e2e.conftest import cluster_jobs, drop_namespaces
 from tests.workloads_e2e.outage_stack import DRILL_SECRET_KEY, portal_stack

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from portal import gpuctl
+import gpuctl
 from tests.fixtures.personas import World, api_client, session_client
 from workloads.choices import JobState
 from workloads.models import Job

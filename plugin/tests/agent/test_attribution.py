@@ -7,8 +7,8 @@ from pathlib import Path
 from plugin.agent.attribution import Attributor, pod_uid_from_cgroup
 from plugin.agent.collector import Collector
 from plugin.devices import RESOURCE_GPU, RESOURCE_SHARED
-from plugin.simnvml import SimNvml
-from plugin.testing.kubelet import PodContainer, TestKubelet
+from plugin.sim.kubelet import PodContainer, TestKubelet
+from plugin.sim.nvml import SimNvml
 
 UID_A = "1b4e28ba-2fa1-11d2-883f-0016d3cca427"
 UID_B = "6f1c2e3a-0000-4000-8000-00000000000b"

@@ -17,7 +17,7 @@ from plugin.agent.collector import Collector, UtcClock, XidWatcher
 from plugin.agent.metrics import AgentMetrics
 from plugin.agent.sender import SampleBuffer
 from plugin.contract import ProcessSample
-from plugin.simnvml import BASE_USED_MIB, SimHandle, SimMemory, SimNvml, default_gpus
+from plugin.sim.nvml import BASE_USED_MIB, SimHandle, SimMemory, SimNvml, default_gpus
 
 
 def test_a_sample_reports_memory_power_and_clocks_in_contract_units(tmp_path: Path) -> None:

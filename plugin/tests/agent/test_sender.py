@@ -17,7 +17,7 @@ from plugin.agent.attribution import Attributor
 from plugin.agent.collector import Collector
 from plugin.agent.sender import SampleBuffer, Sender, TokenFile
 from plugin.contract import INGEST_PATH, GpuSample, ProcessSample
-from plugin.simnvml import SimNvml, default_gpus
+from plugin.sim.nvml import SimNvml, default_gpus
 
 
 class Portal:

@@ -111,8 +111,8 @@ class Command(BaseCommand):
     def _run_with_cluster(
         self, project: Project, options: dict[str, Any], url: str, passwords: dict[str, str]
     ) -> None:
-        from portal import embedded
-        from portal.localcluster import start_cluster, stop_cluster
+        from deploy.localcluster import start_cluster, stop_cluster
+        from portal.demo import runtime
 
         self.stdout.write("starting the local Kubernetes cluster (real control plane, kwok GPU nodes) ...")
         handle = start_cluster(name=options["cluster_name"], nodes=options["nodes"])
@@ -122,10 +122,10 @@ class Command(BaseCommand):
         # SIGTERM ends the demo like Ctrl-C, so the cluster below is always deleted.
         signal.signal(signal.SIGTERM, lambda signum, frame: sys.exit(0))
         try:
-            with contextlib.ExitStack() as extras, embedded.worker_thread():
+            with contextlib.ExitStack() as extras, runtime.worker_thread():
                 if options["real_node"]:
                     extras.enter_context(_real_node(handle, self.stdout.write))
-                embedded.start_background(stop)
+                runtime.start_background(stop)
                 self.stdout.write(f"submitted {submit_demo_jobs(project)} demo jobs into project vision-lab")
                 threading.Thread(target=_sim_agents, args=(url, stop), name="sim-agents", daemon=True).start()
                 self._print(url, passwords)
@@ -150,8 +150,8 @@ def _real_node(handle: Any, say: Any) -> Iterator[None]:
     """The real node beside the kwok ones, and a job that runs a real command there (busybox, built
     here): its log, exit code and end come from a real container. It is in a project of its own,
     real-node-lab, so vision-lab's queue never holds it back."""
-    from portal.localcluster import realnode_config as rc
-    from portal.localcluster.realnode import real_node_with_plugin
+    from deploy.localcluster.realnode import config as rc
+    from deploy.localcluster.realnode import real_node_with_plugin
     from workloads.models import ImageRule
     from workloads.services.jobs import job_submit
 
@@ -175,7 +175,7 @@ def _real_node(handle: Any, say: Any) -> Iterator[None]:
 def _sim_agents(url: str, stop: threading.Event) -> None:
     """Simulated node agents, once the controller's node watch has mirrored the nodes."""
     from gpu.models import Node
-    from portal.simagents import start_sim_agents
+    from portal.demo.agents import start_sim_agents
 
     while not Node.objects.filter(deleted=False, gpu_count__gt=0).exists():
         if stop.wait(1.0):

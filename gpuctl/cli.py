@@ -10,10 +10,10 @@ from collections.abc import Callable
 
 import httpx
 
-from portal.gpuctl.grants import add_grants
-from portal.gpuctl.http import EPILOG, CliError, ExitCode, check, client, results, save_config, table
-from portal.gpuctl.jobs import add_job_actions, add_jobs
-from portal.gpuctl.submit import add_submit, add_templates
+from gpuctl.grants import add_grants
+from gpuctl.http import EPILOG, CliError, ExitCode, check, client, results, save_config, table
+from gpuctl.jobs import add_job_actions, add_jobs
+from gpuctl.submit import add_submit, add_templates
 
 
 def cmd_login(args: argparse.Namespace) -> str:

@@ -6,7 +6,7 @@ tokens, so the cluster map, node pages and job panels come alive with no GPU.
     ...
     handle.stop()
 
-or `python manage.py sim_agents --portal-url http://127.0.0.1:8000`. Samples are generated here
+or `python -m portal.demo.agents --portal-url http://127.0.0.1:8000`. Samples are generated here
 rather than by plugin/'s simulated NVML + agent, because attributing processes to pods needs a
 kubelet PodResources socket that kwok nodes do not have; the wire format is the same
 (plugin/contract.py, docs/telemetry-contract.md).
@@ -161,7 +161,7 @@ def start_sim_agents(
 
 
 def main(argv: list[str] | None = None) -> int:
-    """`python -m portal.simagents --portal-url URL [--node NAME ...]`: run until Ctrl-C."""
+    """`python -m portal.demo.agents --portal-url URL [--node NAME ...]`: run until Ctrl-C."""
     import argparse
     import os
 
@@ -169,7 +169,7 @@ def main(argv: list[str] | None = None) -> int:
 
     os.environ.setdefault("DJANGO_SETTINGS_MODULE", "portal.settings")
     django.setup()
-    parser = argparse.ArgumentParser(prog="python -m portal.simagents")
+    parser = argparse.ArgumentParser(prog="python -m portal.demo.agents")
     parser.add_argument("--portal-url", default="http://127.0.0.1:8000")
     parser.add_argument("--node", action="append", dest="nodes", help="only these nodes (repeatable)")
     parser.add_argument("--interval", type=float, default=1.0)

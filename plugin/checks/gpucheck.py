@@ -1,4 +1,4 @@
-"""`python -m plugin.gpucheck` (make gpu-check): verify the REAL NVML path on a machine with NVIDIA GPUs.
+"""`python -m plugin.checks.gpucheck` (make gpu-check): verify the REAL NVML path on an NVIDIA machine.
 
 Checks (docs/gpu-check.md): devices and UUIDs equal `nvidia-smi -L`; NVML events can be registered;
 Allocate through the test kubelet over real gRPC returns the right UUIDs and MPS limits; the agent's
@@ -26,7 +26,7 @@ from plugin.agent.collector import Collector
 from plugin.daemon import PluginConfig, PluginDaemon
 from plugin.devices import RESOURCE_GPU, RESOURCE_SHARED, Node, discover
 from plugin.mps import STANDIN_COMMAND, STANDIN_CONTROL
-from plugin.testing.kubelet import TestKubelet
+from plugin.sim.kubelet import TestKubelet
 
 SMI_FIELDS = "uuid,memory.total,memory.used,temperature.gpu,power.draw,clocks.sm,clocks.mem,utilization.gpu"
 LIST_RE = re.compile(r"^GPU (\d+): (.+?) \(UUID: (GPU-[0-9a-fA-F-]+)\)")

@@ -9,8 +9,8 @@ from typing import Any
 import pytest
 from django.core.cache import cache
 
+import gpuctl
 from gpu.models import Node
-from portal import gpuctl
 from tests.fixtures.personas import PASSWORD, World
 from workloads.models import QuotaGrant
 

@@ -1,4 +1,4 @@
-"""`python -m plugin.gpureal` (make gpu-check-real): the real-GPU checks that need the machine to ourselves.
+"""`python -m plugin.checks.gpureal` (make gpu-check-real): real-GPU checks that need the machine alone.
 
 `make gpu-check` is safe on a shared machine; this one starts real CUDA work and a real MPS control
 daemon, so it is for a GPU machine lent to us alone (docs/gpu-check.md):
@@ -31,8 +31,8 @@ import grpc
 from plugin import nvml
 from plugin.agent.attribution import Attributor
 from plugin.agent.collector import Collector
+from plugin.checks.gpucheck import Report, check_agent, daemon_with_shared_gpu, smi
 from plugin.devices import RESOURCE_SHARED, Gpu, discover
-from plugin.gpucheck import Report, check_agent, daemon_with_shared_gpu, smi
 from plugin.mps import REAL_COMMAND, REAL_CONTROL, SHM_WRAPPER, MpsSupervisor
 from plugin.mpslimits import Limit, LimitWriter
 

@@ -8,7 +8,7 @@ from typing import Any
 import pytest
 from django.core.cache import cache
 
-from portal import gpuctl
+import gpuctl
 from tests.fixtures.personas import PASSWORD, World
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -116,6 +116,6 @@ def test_the_cli_starts_without_importing_celery() -> None:
     import subprocess
     import sys
 
-    probe = "import sys, portal.gpuctl; print(sorted(m for m in sys.modules if m.split('.')[0] == 'celery'))"
+    probe = "import sys, gpuctl; print(sorted(m for m in sys.modules if m.split('.')[0] == 'celery'))"
     out = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, check=True).stdout
     assert out.strip() == "[]"

@@ -13,7 +13,7 @@ import pytest
 from django.core.cache import cache
 from django.db import connection
 
-from portal import gpuctl
+import gpuctl
 from tests.fixtures.personas import PASSWORD, World
 from workloads.models import Job, JobTemplate
 from workloads.tests.conftest import IMAGE, allow_images
@@ -205,7 +205,7 @@ def test_the_templates_project_filter_is_kept_wherever_it_is_given(argv: list[st
 
 
 def test_ctrl_c_during_watch_exits_130(world: World, cli: Any, monkeypatch: pytest.MonkeyPatch) -> None:
-    from portal.gpuctl import jobs
+    from gpuctl import jobs
 
     assert cli("submit", "-p", "alpha", "-i", IMAGE) == 0  # a queued job: --watch would go on
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 from pathlib import Path
 from string import Template
 
-from portal.localcluster.paths import DEPLOY_DIR, Versions
+from deploy.localcluster.paths import DEPLOY_DIR, Versions
 
 # Order matters only for readability; kwok matches stages by selector.
 STAGE_FILES = (

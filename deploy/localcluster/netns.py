@@ -6,8 +6,8 @@ to addresses inside namespaces the run made itself. So the real-node tests run w
 pair whose one end holds the node's address, and a default route through it, which kube-apiserver
 and the kubelet need to pick an address. Nothing routes out: the host's interfaces are untouched.
 
-    python -m portal.localcluster.netns run [--name N] [--forward PORT] -- COMMAND...
-    python -m portal.localcluster.netns exec [--name N] -- COMMAND...
+    python -m deploy.localcluster.netns run [--name N] [--forward PORT] -- COMMAND...
+    python -m deploy.localcluster.netns exec [--name N] -- COMMAND...
 
 `run` makes the namespace, runs COMMAND inside it (only the network namespace changes, so the
 files, cgroups and mounts are the host's), and removes the namespace after, whatever COMMAND did;
@@ -24,7 +24,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-import portal.localcluster.forward as forwarder
+import deploy.localcluster.forward as forwarder
 
 NETNS_DIR = Path("/run/netns")
 NODE_IP = "10.213.0.2"
@@ -97,7 +97,7 @@ def run(name: str, command: list[str], forward: list[int] | None = None) -> int:
 def enter(name: str, command: list[str]) -> int:
     """Run a command in the existing namespace `name` (a second shell beside `run`'s command)."""
     if not (NETNS_DIR / name).exists():
-        raise SystemExit(f"no namespace {name}: start one with `python -m portal.localcluster.netns run`")
+        raise SystemExit(f"no namespace {name}: start one with `python -m deploy.localcluster.netns run`")
     env = {**os.environ, ENV: name}
     child = subprocess.Popen([*exec_prefix(name), *command], env=env)
     # SIGTERM ends the command, then `run` removes the namespace (Python's default would skip that).
@@ -113,7 +113,7 @@ def enter(name: str, command: list[str]) -> int:
 
 
 def main(argv: list[str] | None = None) -> int:
-    p = argparse.ArgumentParser(prog="python -m portal.localcluster.netns", description=__doc__)
+    p = argparse.ArgumentParser(prog="python -m deploy.localcluster.netns", description=__doc__)
     sub = p.add_subparsers(dest="cmd", required=True)
     r = sub.add_parser("run", help="run a command inside a fresh namespace")
     r.add_argument("--forward", type=int, action="append", help="forward host 127.0.0.1:PORT inside")

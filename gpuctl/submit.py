@@ -13,7 +13,7 @@ from typing import Any
 
 import httpx
 
-from portal.gpuctl.http import CliError, ExitCode, check, client, results, table
+from gpuctl.http import CliError, ExitCode, check, client, results, table
 
 MEMORY_UNITS = {"": 1, "mi": 1, "gi": 1024, "ti": 1024 * 1024}
 

@@ -5,7 +5,7 @@ It keeps the rules of `nvidia-cuda-mps-control` that the plugin relies on:
 - the per-server limits (`set_default_*` for servers started later, `set_*` for a running one) are
   the ceiling: a client's own CUDA_MPS_* variables can only lower its share, and a client that
   clears them gets the server's limit.
-The daemon listens on `<CUDA_MPS_PIPE_DIRECTORY>/control.sock`. `python -m plugin.simmps control`
+The daemon listens on `<CUDA_MPS_PIPE_DIRECTORY>/control.sock`. `python -m plugin.sim.mps control`
 reads commands on stdin and prints the answers, as the real control program does; a simulated client
 (`connect`) keeps its connection open for as long as it "runs".
 """

@@ -1,7 +1,7 @@
 """The files of the optional real node (deploy/localcluster/README.md), as pure renderers.
 
 Every path containerd, CNI and the kubelet let us choose points under the node's own directory, so
-a run leaves nothing behind there; the few they fix (portal/localcluster/hoststate.py) are removed
+a run leaves nothing behind there; the few they fix (deploy/localcluster/hoststate.py) are removed
 after it.
 """
 
@@ -13,7 +13,7 @@ from pathlib import Path
 
 from plugin.names import REAL_NODE_LABEL as REAL_NODE_LABEL  # re-exported for the node and its tests
 
-# The pods' bridge, inside the run's own network namespace (portal/localcluster/netns.py).
+# The pods' bridge, inside the run's own network namespace (deploy/localcluster/netns.py).
 POD_SUBNET = "10.214.0.0/24"
 BRIDGE = "rn-cni0"
 CNI_BIN_DIR = Path("/usr/lib/cni")  # Debian's containernetworking-plugins

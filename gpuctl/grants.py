@@ -7,7 +7,7 @@ import argparse
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from portal.gpuctl.http import check, client, results, table
+from gpuctl.http import check, client, results, table
 
 GRANT_COLUMNS = ["id", "project", "gpus", "gpu_type", "slices", "starts_at", "until", "status", "reason"]
 

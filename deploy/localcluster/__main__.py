@@ -1,4 +1,4 @@
-"""`python -m portal.localcluster up|down|status|scale`: the Makefile's cluster-up/cluster-down.
+"""`python -m deploy.localcluster up|down|status|scale`: the Makefile's cluster-up/cluster-down.
 
 `up` prints progress on stderr and the kubeconfig path as its last stdout line, so scripts can do
 KUBECONFIG=$(make -s cluster-up | tail -1).
@@ -12,8 +12,8 @@ import sys
 import threading
 import time
 
-from portal.localcluster import paths
-from portal.localcluster.cluster import (
+from deploy.localcluster import paths
+from deploy.localcluster.cluster import (
     DEFAULT_NAME,
     ClusterHandle,
     create_gpu_nodes,
@@ -22,9 +22,9 @@ from portal.localcluster.cluster import (
     start_cluster,
     stop_cluster,
 )
-from portal.localcluster.kubeapi import KubeApi
-from portal.localcluster.nodes import GpuNodeSpec, delete_nodes, node_names, ready_node_names
-from portal.localcluster.realnode import real_node_with_plugin
+from deploy.localcluster.kubeapi import KubeApi
+from deploy.localcluster.nodes import GpuNodeSpec, delete_nodes, node_names, ready_node_names
+from deploy.localcluster.realnode import real_node_with_plugin
 
 
 def _say(msg: str) -> None:
@@ -58,7 +58,7 @@ def _hold_with_real_node(handle: ClusterHandle) -> None:
     try:
         with real_node_with_plugin(handle) as node:
             _say(f"real node {node.name} Ready in {node.timings['ready_s']} s (containerd, kubelet, plugin)")
-            kubectl = f"python -m portal.localcluster.netns exec -- {handle.bin_dir}/kubectl"
+            kubectl = f"python -m deploy.localcluster.netns exec -- {handle.bin_dir}/kubectl"
             _say(f"inside the run's namespace: {kubectl} --kubeconfig {handle.kubeconfig} get nodes")
             _say("Ctrl-C stops the real node and the cluster")
             print(handle.kubeconfig, flush=True)
@@ -117,7 +117,7 @@ def cmd_scale(args: argparse.Namespace) -> None:
 
 
 def main(argv: list[str] | None = None) -> None:
-    parser = argparse.ArgumentParser(prog="python -m portal.localcluster")
+    parser = argparse.ArgumentParser(prog="python -m deploy.localcluster")
     parser.add_argument("--name", default=DEFAULT_NAME)
     sub = parser.add_subparsers(dest="cmd", required=True)
     for cmd, fn in (("up", cmd_up), ("down", cmd_down), ("status", cmd_status), ("scale", cmd_scale)):

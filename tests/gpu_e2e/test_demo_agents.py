@@ -8,7 +8,7 @@ from datetime import UTC, datetime
 import pytest
 
 from gpu.ingest import parse_batch
-from portal.simagents import SimGpu, assign, gpu_uuid, sample
+from portal.demo.agents import SimGpu, assign, gpu_uuid, sample
 from tests.fixtures.personas import World
 from workloads.models import Job
 

@@ -8,7 +8,7 @@ client (`kubeapi.KubeApi`) because the `kubernetes` package is confined to `work
     stop_cluster(handle.name, handle.run_dir)
 """
 
-from portal.localcluster.cluster import (
+from deploy.localcluster.cluster import (
     DEFAULT_NAME,
     ClusterHandle,
     create_gpu_nodes,
@@ -17,9 +17,9 @@ from portal.localcluster.cluster import (
     stop_cluster,
     wait_api_ready,
 )
-from portal.localcluster.kubeapi import KubeApi, KubeApiError
-from portal.localcluster.nodes import GpuNodeSpec, ready_node_names, wait_nodes_ready
-from portal.localcluster.paths import BinariesMissingError, bin_dir, build, missing_binaries, run_dir
+from deploy.localcluster.kubeapi import KubeApi, KubeApiError
+from deploy.localcluster.nodes import GpuNodeSpec, ready_node_names, wait_nodes_ready
+from deploy.localcluster.paths import BinariesMissingError, bin_dir, build, missing_binaries, run_dir
 
 __all__ = [
     "DEFAULT_NAME",

@@ -22,11 +22,11 @@ from pathlib import Path
 
 import orjson
 
-import portal.localcluster.paths as paths
+import deploy.localcluster.paths as paths
+from deploy.localcluster.config import write_config
+from deploy.localcluster.kubeapi import KubeApi, KubeApiError
+from deploy.localcluster.nodes import GpuNodeSpec, create_nodes, wait_nodes_ready
 from plugin.names import SHARING_CONFIG_NAMESPACE
-from portal.localcluster.config import write_config
-from portal.localcluster.kubeapi import KubeApi, KubeApiError
-from portal.localcluster.nodes import GpuNodeSpec, create_nodes, wait_nodes_ready
 
 DEFAULT_NAME = "gpuportal"
 

@@ -10,7 +10,7 @@ from typing import Any
 
 import httpx
 
-from portal.gpuctl.http import CliError, ExitCode, check, client, results, table
+from gpuctl.http import CliError, ExitCode, check, client, results, table
 
 TERMINAL = frozenset({"succeeded", "failed", "cancelled", "lost"})  # a preempted job is queued again
 NOT_STARTED = frozenset({"queued", "admitted", "preempted"})

@@ -13,8 +13,8 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any
 
+from deploy.localcluster.kubeapi import JSON, KubeApi
 from plugin import names
-from portal.localcluster.kubeapi import JSON, KubeApi
 
 GPU = names.GPU_RESOURCE
 GPU_SHARED = names.SHARED_RESOURCE

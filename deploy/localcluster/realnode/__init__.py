@@ -2,8 +2,8 @@
 
 It runs real containers from images loaded from local archives, and it is where the device plugin
 meets the real kubelet's device-plugin and PodResources APIs. It only runs inside the run's own
-network namespace (portal/localcluster/netns.py) and, as it changes machine-wide things, one at a
-time per machine; stopping it puts the host back as found (portal/localcluster/hoststate.py).
+network namespace (deploy/localcluster/netns.py) and, as it changes machine-wide things, one at a
+time per machine; stopping it puts the host back as found (deploy/localcluster/hoststate.py).
 """
 
 from __future__ import annotations
@@ -21,14 +21,14 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO
 
-import portal.localcluster.hoststate as hoststate
-import portal.localcluster.netns as netns
+import deploy.localcluster.hoststate as hoststate
+import deploy.localcluster.netns as netns
+from deploy.localcluster.cluster import ClusterHandle
+from deploy.localcluster.kubeapi import KubeApiError
+from deploy.localcluster.nodes import wait_nodes_ready
+from deploy.localcluster.paths import DEPLOY_DIR
+from deploy.localcluster.realnode import config as rc
 from plugin.registration import DEFAULT_PLUGIN_DIR
-from portal.localcluster import realnode_config as rc
-from portal.localcluster.cluster import ClusterHandle
-from portal.localcluster.kubeapi import KubeApiError
-from portal.localcluster.nodes import wait_nodes_ready
-from portal.localcluster.paths import DEPLOY_DIR
 
 IMAGES_SCRIPT = DEPLOY_DIR / "realnode" / "images.sh"
 DEFAULT_NODE = "gpu-real-0"
@@ -88,7 +88,7 @@ def start_real_node(cluster: ClusterHandle, name: str = DEFAULT_NODE, timeout: f
     if netns.current() is None:
         raise RuntimeError(
             "the real node runs only inside the run's own network namespace: "
-            "python -m portal.localcluster.netns run -- COMMAND (make test does this for tests/realnode)"
+            "python -m deploy.localcluster.netns run -- COMMAND (make test does this for tests/realnode)"
         )
     lock = contextlib.ExitStack()
     lock.enter_context(hoststate.machine_lock())

@@ -6,7 +6,7 @@ It talks HTTP only (httpx; no Django, no Celery) and keeps its token in
 (config, client, exit codes), `cli` (parser, main, account commands), `jobs`, `submit`.
 """
 
-from portal.gpuctl.cli import main, parser
-from portal.gpuctl.http import EPILOG, CliError, ExitCode, config_path
+from gpuctl.cli import main, parser
+from gpuctl.http import EPILOG, CliError, ExitCode, config_path
 
 __all__ = ["EPILOG", "CliError", "ExitCode", "config_path", "main", "parser"]

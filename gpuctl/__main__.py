@@ -1,0 +1,3 @@
+from gpuctl.cli import main
+
+raise SystemExit(main())

@@ -1,1 +1,0 @@
-"""Test doubles that speak the real protocols (no mocks): the test kubelet."""

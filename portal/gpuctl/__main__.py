@@ -1,3 +1,0 @@
-from portal.gpuctl.cli import main
-
-raise SystemExit(main())
