@@ -106,7 +106,7 @@ def pod_gpus(kube: RealKubeClient, namespace: str) -> int:
     )
 
 
-def test_t13_concurrent_submits_never_exceed_the_quota(cluster_world: World, kube: RealKubeClient) -> None:
+def test_concurrent_submits_never_exceed_the_quota(cluster_world: World, kube: RealKubeClient) -> None:
     world = cluster_world
     errors: list[BaseException] = []
     peaks: list[int] = []

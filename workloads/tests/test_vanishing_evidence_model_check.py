@@ -1,4 +1,4 @@
-"""T06 with evidence that vanishes: the lifecycle machine of test_t06_state_machine.py plus rules
+"""T06 with evidence that vanishes: the lifecycle machine of test_lifecycle_model_check.py plus rules
 that delete a job's Kubernetes Job and pods behind the portal's back, bring them back (a restored API
 server), let time pass beyond the unknown and lost limits, and reconcile everything while the API
 server is down. A subclass, so the original machine's source (which seeds its examples) stays as is.
@@ -28,8 +28,8 @@ from workloads.models import Job, JobEvent
 from workloads.selectors import quota_usage
 from workloads.services import cluster_sync
 from workloads.tests.conftest import capture_sends
-from workloads.tests.t06_support import REACHED, done, run_covering
-from workloads.tests.test_t06_state_machine import make_machine
+from workloads.tests.lifecycle_model import REACHED, done, run_covering
+from workloads.tests.test_lifecycle_model_check import make_machine
 from workloads.tests.test_unknown_state import DownKube
 
 pytestmark = pytest.mark.django_db
@@ -177,7 +177,7 @@ def make_vanishing_machine(world: World) -> type[RuleBasedStateMachine]:
     return T06Unknown
 
 
-def test_t06_with_vanishing_evidence(jobs_world: World, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_the_lifecycle_holds_when_evidence_vanishes(jobs_world: World, monkeypatch: pytest.MonkeyPatch) -> None:
     capture_sends(monkeypatch, TaskName.NOTIFY_JOB)
     REACHED.clear()
     AFTER_UNKNOWN.clear()

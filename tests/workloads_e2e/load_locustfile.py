@@ -1,6 +1,6 @@
 """T12's load: portal users doing reads, submits, log tails and a live jobs socket each (Locust).
 
-Run by tests/workloads_e2e/test_t12_load.py as its own `locust --headless` process: Locust brings
+Run by tests/workloads_e2e/test_load.py as its own `locust --headless` process: Locust brings
 gevent, which must stay out of the pytest process. Identities (API token, session cookie, project,
 a few job ids) come from the JSON file named by T12_IDENTITIES. Socket lag is reported as a Locust
 request "WS socket lag": the time from a job's `changed_at` to the message reaching the user.

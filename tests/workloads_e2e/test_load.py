@@ -108,7 +108,7 @@ def _table(stats: dict[str, dict[str, str]]) -> str:
 
 
 @pytest.mark.timeout(RUN_S + 420)  # set-up (200 users, 400 jobs) and teardown come on top of the run
-def test_t12_two_hundred_users_read_submit_tail_and_watch(
+def test_many_users_read_submit_tail_and_watch_live(
     k8s_cluster: ClusterHandle, kube: RealKubeClient, tmp_path: Path, figures: Callable[[str], None]
 ) -> None:
     identities, projects = _identities(tmp_path)
@@ -116,7 +116,7 @@ def test_t12_two_hundred_users_read_submit_tail_and_watch(
     prefix = tmp_path / "t12"
     try:
         with portal_stack(k8s_cluster, tmp_path, server="uvicorn", direct=True) as stack:
-            locustfile = str(Path(__file__).with_name("t12_locustfile.py"))
+            locustfile = str(Path(__file__).with_name("load_locustfile.py"))
             locust = [
                 str(Path(sys.executable).parent / "locust"), "-f", locustfile,
                 "--headless", "-u", str(USERS), "-r", "20", "-t", f"{RUN_S}s", "--host", stack.web,

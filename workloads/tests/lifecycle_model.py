@@ -1,4 +1,4 @@
-"""The fake cluster and helpers of T06's state machine (test_t06_state_machine.py), kept apart so the
+"""The fake cluster and helpers of T06's state machine (test_lifecycle_model_check.py), kept apart so the
 machine's own file stays readable."""
 
 from __future__ import annotations
