@@ -385,14 +385,16 @@ def make_machine(world: World) -> type[RuleBasedStateMachine]:
     return T06
 
 
-def test_the_lifecycle_holds_under_any_order_of_faults(jobs_world: World, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_the_lifecycle_holds_under_any_order_of_faults(
+    jobs_world: World, monkeypatch: pytest.MonkeyPatch
+) -> None:
     capture_sends(monkeypatch, TaskName.NOTIFY_JOB)
     machine = make_machine(jobs_world)
     REACHED.clear()
     # CI default: 25 x 40 (about a minute). The T06 target (reliability.md): 500 x 50, via the env.
     examples = int(os.environ.get("GPUPORTAL_T06_EXAMPLES", "25"))
     steps = int(os.environ.get("GPUPORTAL_T06_STEPS", "40"))
-    # Unknown and lost need vanishing evidence, a rule only test_vanishing_evidence_model_check.py's machine has.
+    # Unknown and lost need vanishing evidence: only the vanishing-evidence machine has that rule.
     reachable = {str(state) for state in JobState} - OUT_OF_REACH
     missing = run_covering(machine, examples=examples, steps=steps, missing=lambda: reachable - REACHED)
     assert not missing, missing
