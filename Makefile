@@ -104,10 +104,10 @@ test: lint typecheck layers venv proto system-deps cluster-build images oidc-pro
 	cat "$$realnode_log"
 	exit $$(( suite || real ))
 
-# The drills and model checks at the full size of docs reliability.md (hours, not in `make test`):
-# T05 200 jobs / 50 kills / 5 seeds, T06 500 x 50, T08 Postgres and Redis 5 min, API server 10 min,
-# T09 60 examples per operation and mode, 100 stateful scenarios of 12 steps, T11 kubelet absent 60 s,
-# T12 200 users for 10 min
+# The drills and model checks at the full size of docs/reliability.md (hours, not in `make test`):
+# worker kills 200 jobs / 50 kills / 5 seeds, the lifecycle model check 500 x 50, outages of Postgres
+# and Redis 5 min and of the API server 10 min, the API fuzz 60 examples per operation and mode and
+# 100 stateful scenarios of 12 steps, the kubelet absent 60 s, the load test 200 users for 10 min
 # (the per-test timeout of `make test` is lifted: one drill alone takes longer).
 SOAK_TESTS ?= tests/workloads_e2e/test_outage_drills.py tests/workloads_e2e/test_chaos_worker_kill.py \
               plugin/tests/test_resilience.py workloads/tests/test_lifecycle_model_check.py workloads/tests/test_vanishing_evidence_model_check.py \

@@ -204,7 +204,7 @@ class MembershipViewSet(
         data = MembershipCreateSerializer(data=request.data)
         data.is_valid(raise_exception=True)
         project = self.project()
-        # Before the lookup: else any member could learn which emails have accounts (T09).
+        # Before the lookup: else any member could learn which emails have accounts.
         services.require_manager(actor=request_user(request), project=project)
         user = User.objects.filter(email__iexact=data.validated_data["email"], is_active=True).first()
         if user is None:
@@ -269,6 +269,6 @@ class TokenViewSet(
         return Response(body, status=status.HTTP_201_CREATED)
 
     def destroy(self, request: Request, pk: str) -> Response:
-        token = self.get_object()  # DRF's lookup: a pk that is not a number is a 404, not a 500 (T09)
+        token = self.get_object()  # DRF's lookup: a pk that is not a number is a 404, not a 500
         services.token_revoke(actor=request_user(request), token=token, request=request._request)
         return Response(status=status.HTTP_204_NO_CONTENT)

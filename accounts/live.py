@@ -51,8 +51,8 @@ class Recheck:
     revocation message cannot keep a stream open.
 
     The re-read runs beside the stream: the message at hand is sent, not held until the read
-    returns (at 1,000 sockets the frames that waited for their socket's re-read were B7's p99,
-    about 350 ms). When the read finds the account inactive, `on_gone` closes the stream at once;
+    returns (measured at 1,000 sockets, frames held for their socket's re-read set the live
+    push's p99, about 350 ms). When the read finds the account inactive, `on_gone` closes the stream at once;
     until then at most a message or two more go out, well inside the RECHECK_S a lost message
     may already take. A read that fails or takes longer than READ_TIMEOUT_S closes the stream too: the
     page reconnects, and connecting authorises again.
@@ -101,7 +101,7 @@ class LiveConsumer(AsyncJsonWebsocketConsumer):
     Channels also hops to a worker thread before every message to close spent connections
     (`AsyncConsumer.dispatch` awaits `aclose_old_connections`), for consumers that use the ORM some
     other way. Ours do not, and at 1,000 sockets that hop, one per frame per socket, took a third of
-    the web process's event loop (B7, py-spy), so dispatch here calls the handler directly.
+    the web process's event loop (py-spy), so dispatch here calls the handler directly.
     """
 
     close_code: ClassVar[int] = 4403  # the code a socket closes with when its user lost access

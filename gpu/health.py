@@ -156,7 +156,7 @@ def _pods(uuid: str, samples: list[Sample]) -> list[tuple[str, str]]:
 def _stamp_seen(node: Node, gpus: list[Gpu], *, node_due: bool) -> None:
     """Write the due `last_seen` stamps: the GPUs' (one value, they reported in the same batch) and
     the node's, in one statement on Postgres. Fixed SQL: the ORM's two compiled UPDATEs (a save and
-    an update) were a fifth of a batch's ingest whenever they were due (B6, py-spy)."""
+    an update) cost a fifth of a batch's ingest whenever they were due (measured with py-spy)."""
     adapt = connection.ops.adapt_datetimefield_value
     statements: list[tuple[str, list[Any]]] = []
     if gpus:

@@ -29,8 +29,8 @@ pod_readings_stored = Signal()
 class PodReading(NamedTuple):
     """One pod on one GPU in one sample: its own processes' memory and the GPU's SM utilisation
     (NVML reports utilisation per GPU, so on a shared GPU it includes the other tenants). A named
-    tuple, not a frozen dataclass: one is made per sample, and a frozen dataclass's __init__ cost
-    ingest several times as much (B6)."""
+    tuple, not a frozen dataclass: one is made per sample, and a frozen dataclass's __init__ costs
+    ingest several times as much (measured)."""
 
     namespace: str
     pod: str
@@ -44,7 +44,7 @@ class PodReading(NamedTuple):
 
 def pod_readings(samples: list[Sample]) -> list[PodReading]:
     """Readings of every pod with a process in the samples. One pass in time order; each sample
-    stands for the gap to its GPU's previous one, capped (B6: a tenth of a batch's ingest)."""
+    stands for the gap to its GPU's previous one, capped (a tenth of a batch's ingest time, measured)."""
     previous: dict[str, datetime] = {}
     readings: list[PodReading] = []
     for s in sorted(samples, key=attrgetter("ts")):

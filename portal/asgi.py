@@ -14,7 +14,7 @@ django_asgi = get_asgi_application()
 from portal.gcfreeze import freeze_startup_objects  # noqa: E402
 from portal.routing import websocket_urlpatterns  # noqa: E402
 
-freeze_startup_objects()  # its full collections stopped every request in flight (B9's tail)
+freeze_startup_objects()  # a full collection stops every request in flight
 
 application = ProtocolTypeRouter(
     {

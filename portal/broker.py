@@ -3,7 +3,7 @@
 kombu's default reconnect backs off to one try every 30 s, and both the worker's consumer and beat
 use that default. After a Redis outage of a few minutes a worker would then sit up to 30 s past the
 broker's return before taking work, and beat as long before its next sweep: more than the two sweep
-intervals in which the portal promises to agree with the cluster again (reliability.md R3). Here a
+intervals in which the portal promises to agree with the cluster again (docs/reliability.md). Here a
 broker that is down is tried every RECONNECT_MAX_S at most, a TCP connect per process, no load. A
 caller that passes its own intervals keeps them. Each try also counts as alive for a worker's liveness
 probe (portal/liveness.py): a worker waiting for its broker is not stuck.

@@ -1,7 +1,7 @@
 """Refuse a query string that holds a NUL character, before any view reads it.
 
-Postgres text cannot hold NUL, so a filter such as `?name=%00` reached the database and failed
-there with a 500 (found by T09). The API answers its JSON error body; pages a plain 400.
+Postgres text cannot hold NUL, so a filter such as `?name=%00` would reach the database and fail
+there with a 500. The API answers its JSON error body; pages a plain 400.
 """
 
 from __future__ import annotations

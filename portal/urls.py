@@ -31,7 +31,7 @@ urlpatterns = [
         ),
         name="api-docs",
     ),
-    re_path(r"^api/", api_not_found),  # any rest, a newline too (`.*` stopped there: HTML 404, T09)
+    re_path(r"^api/", api_not_found),  # any rest, a newline too (`.*` stops there: an HTML 404)
     path("cluster/", include("gpu.urls")),
     path("metrics", gpu_metrics_view, name="metrics"),
 ]

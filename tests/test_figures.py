@@ -1,5 +1,6 @@
 """A figure a passing test measures reaches the run's output (tests/fixtures/figures.py): pytest keeps a
-passing test's own output to itself, and T12's and T08's figures were lost from `make test` so."""
+passing test's own output to itself, so without this the load test's and the outage drills'
+figures would not show in `make test`'s output."""
 
 from __future__ import annotations
 

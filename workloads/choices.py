@@ -87,7 +87,7 @@ class TaskName(StrEnum):
     """Every Celery task of this app, by the name it is registered and sent under.
 
     Writers send tasks by name through `workloads.services.publisher`, so no module below the task
-    layer imports `workloads.tasks` (that import is what used to tie services and tasks in a cycle).
+    layer imports `workloads.tasks` (that import would tie services and tasks in a cycle).
     """
 
     RECONCILE_JOB = "workloads.reconcile_job"

@@ -4,8 +4,8 @@ Authorises in connect(): anonymous sockets are closed; a user joins one group pe
 can see, so a message about another tenant's job never reaches them.
 
 Async, with the ORM reached off the event loop and not thread-sensitive: a sync consumer runs every
-socket's handlers on one shared thread, so under load (T12: 200 users) connects queued behind each
-other's queries and timed out.
+socket's handlers on one shared thread, so under load (200 users, measured) connects would queue behind
+each other's queries and time out.
 """
 
 from __future__ import annotations

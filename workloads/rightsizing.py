@@ -1,5 +1,5 @@
 """Right-sizing: the size a job asked for next to the peaks its GPUs showed, and a smaller size that
-would have done (features.md item 17).
+would have done (docs/user-guide.md, "Right-sizing").
 
 Peaks are per GPU (`Job.peak_gpu_mem_mib`: the job's own processes' memory on its busiest GPU;
 `Job.peak_sm_pct`: the highest SM utilisation of a GPU running it, which on a shared GPU includes the

@@ -62,7 +62,7 @@ def jobs_with_project() -> QuerySet[Job]:
 
 def job_of_uid(*, uid: str) -> Job | None:
     """The job with this uid (the cluster's label), whoever owns it, loaded as a reconcile reads it,
-    or None: one query where an id lookup and then the load were two (B4)."""
+    or None: one query, where an id lookup and then the load would be two."""
     return jobs_with_project().filter(uid=uid).first()
 
 

@@ -1,4 +1,4 @@
-"""T10 subset: brute force on all three login paths, MFA for staff, token storage and lifetime."""
+"""Auth abuse: brute force on all three login paths, MFA for staff, token storage and lifetime."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""T10: sign-in and password reset give the same answer, in about the same time, for a known and an
+"""Sign-in and password reset give the same answer, in about the same time, for a known and an
 unknown email; the session key changes at sign-in and again at the two-factor step; the OTP step
 of the browser sign-in is rate limited like the CLI's."""
 

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Builds the local Kubernetes control plane from the Go module proxy into a versioned cache outside
-# the repo (shared/reference/local-cluster.md). Idempotent: with the cache present it exits in seconds.
+# the repo (deploy/localcluster/README.md). Idempotent: with the cache present it exits in seconds.
 set -euo pipefail
 
 KV="${K8S_VERSION:-1.36.3}"            # Kubernetes

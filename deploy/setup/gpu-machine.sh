@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
-# The real-GPU checks in one run, for a lent GPU machine (docs/gpu-check.md): `make gpu-check`
-# (safe on a shared machine), then plugin.checks.gpureal (real CUDA work and a real MPS daemon) and B5 on the
-# real NVML. Wheels in .whl/ (if any) go to /tmp/site first: such a machine reaches no registry.
+# The real-GPU checks in one run, for a lent GPU machine (docs/gpu-check.md): `make gpu-check` (safe on a
+# shared machine), then plugin.checks.gpureal (real CUDA work and a real MPS daemon) and the agent's CPU
+# benchmark (`python -m bench B5`) on the real NVML. Wheels in .whl/ (if any) go to /tmp/site first: such
+# a machine reaches no registry.
 set -uo pipefail
 cd "$(dirname "$0")/../.."
 if compgen -G ".whl/*.whl" >/dev/null; then

@@ -28,7 +28,7 @@ DCGM_FIELDS = {
 
 class AgentMetrics:
     """Built from the latest poll when Prometheus scrapes, not on every poll: setting ten labelled
-    gauges per GPU each second cost the agent twice its NVML calls on a real H200 (B5)."""
+    gauges per GPU each second cost the agent twice its NVML calls (measured on a real H200)."""
 
     def __init__(self, hostname: str, names: list[str]) -> None:
         self.registry = CollectorRegistry()

@@ -1,4 +1,4 @@
-"""T11: the plugin against the test kubelet: restarts, absence, XIDs, NVML failure, bad Allocate ids."""
+"""The plugin against the test kubelet: restarts, absence, XIDs, NVML failure, bad Allocate ids."""
 
 from __future__ import annotations
 
@@ -13,8 +13,8 @@ from plugin.sim.kubelet import TestKubelet
 from plugin.sim.nvml import SimNvml
 from plugin.tests.conftest import RESOURCES, MakeDaemon
 
-# T11's absence is 60 s (reliability.md) in `make soak`; `make test` waits 20 s, still far past the
-# kubelet's own re-dial and the plugin's backoff cap.
+# The kubelet's absence is 60 s (docs/reliability.md) in `make soak`; `make test` waits 20 s, still
+# far past the kubelet's own re-dial and the plugin's backoff cap.
 ABSENT_S = 60 if os.environ.get("GPUPORTAL_SOAK") == "1" else 20
 
 REREGISTER_BUDGET_S = 5.0

@@ -1,4 +1,4 @@
-"""Shared GPUs are tenant-bound (issue 12, items 3-4): one project per shared GPU unless marked
+"""Shared GPUs are tenant-bound: one project per shared GPU unless marked
 cross-project, a per-GPU /dev/shm, and MPS limits set in the control daemon, where the job's own
 environment cannot raise them. Through the test kubelet (real gRPC) and the simulated daemon."""
 

@@ -84,7 +84,7 @@ def exception_handler(exc: Exception, context: dict[str, Any]) -> Response | Non
     return response
 
 
-@csrf_exempt  # it changes nothing; a POST without the CSRF token got Django's HTML 403 page (T09)
+@csrf_exempt  # it changes nothing; a POST without the CSRF token would get Django's HTML 403 page
 def not_found(request: HttpRequest, path: str = "") -> JsonResponse:
     """Any /api/ path that matches no route: the JSON error body, not the HTML 404 page."""
     message = f"No API endpoint at /{request.path.lstrip('/')}; the endpoints are listed at /api/docs/."

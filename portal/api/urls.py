@@ -16,7 +16,7 @@ from workloads.api.templates import TemplateViewSet
 router = DefaultRouter(trailing_slash=True)
 router.include_root_view = False
 # JSON is the only renderer, so `<route>.json/` duplicates add nothing, and actions without a
-# `format` argument answered them with a 500 (found by the T01 walk of every URL pattern).
+# `format` argument would answer them with a 500.
 router.include_format_suffixes = False
 router.register("projects", ProjectViewSet, basename="project")
 router.register(r"projects/(?P<project_slug>[a-z0-9-]+)/members", MembershipViewSet, basename="membership")

@@ -46,7 +46,7 @@ def test_a_caller_that_names_its_intervals_keeps_them() -> None:
 
 def test_workers_and_beat_outlive_an_outage_of_any_length() -> None:
     """With a try every 2 s, a bounded count would be a bounded outage: Celery's default 100 tries
-    ended the worker and beat 200 s into the 5-minute T08 Redis drill. None: they retry until it is
+    would end the worker and beat 200 s into the 5-minute Redis outage drill. None: they retry until it is
     back (what the worker's consumer and beat pass as `max_retries`)."""
     assert app.conf.broker_connection_max_retries is None
     assert app.conf.broker_connection_retry is True

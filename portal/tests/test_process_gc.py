@@ -1,5 +1,5 @@
 """The long-lived processes freeze what start-up built (as the web processes do in portal/asgi.py), so
-full collections stop walking it: under T12 they paused the controller up to 441 ms and a worker's
+full collections stop walking it: under the load test they paused the controller up to 441 ms and a worker's
 pool process up to 357 ms."""
 
 from __future__ import annotations

@@ -1,5 +1,5 @@
 """A NUL in a query parameter is a 400 that says so, on the API and on pages, before any view reads
-it (it used to reach Postgres: a 500, found by T09)."""
+it (else it reaches Postgres, which refuses NUL in text: a 500)."""
 
 from __future__ import annotations
 

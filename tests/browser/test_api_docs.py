@@ -1,5 +1,5 @@
 """The API docs in headless Chromium: Swagger UI loads from the portal itself, under its CSP, and lists
-the operations (it used to load from a CDN with an inline script the CSP forbids: a blank page)."""
+the operations (from a CDN, with the inline script the CSP forbids, it would be a blank page)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""T02 probes for the gpu routes (registered from tests/security/probes.py).
+"""Cross-tenant probes for the gpu routes (registered from tests/security/probes.py).
 
 Nodes and GPUs are cluster inventory every signed-in user may list (no tenant's rows in them);
 ingest answers only node tokens, so a user's session or personal token is refused and nothing is

@@ -1,6 +1,6 @@
 """The chart on the real local control plane: every rendered object accepted by the API server
 (server-side dry run, admission policy included), then install, `helm test`, upgrade and uninstall.
-The identities' least privilege (T04) is checked on this same release in test_chart_rbac.py,
+The identities' least privilege is checked on this same release in test_chart_rbac.py,
 then test_chart_upgrade.py upgrades and uninstalls it (files run in that order)."""
 
 from __future__ import annotations

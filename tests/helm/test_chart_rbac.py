@@ -1,4 +1,4 @@
-"""T04 on the installed release: each ServiceAccount's `kubectl auth can-i --list` equals its
+"""Least privilege on the installed release: each ServiceAccount's `kubectl auth can-i --list` equals its
 reviewed golden file, the forbidden checks all answer no, and the admission policy keeps the
 namespace provisioner inside the tenant prefix and the restricted profile.
 

@@ -1,5 +1,6 @@
 """The chart as `helm` renders it, without a cluster: lint, the schema's refusals, restricted pods,
-and least-privilege rules that a reviewer would otherwise check by eye (T04, static half)."""
+and least-privilege rules that a reviewer would otherwise check by eye (the static half of the
+least-privilege checks; tests/helm/test_chart_rbac.py is the installed half)."""
 
 from __future__ import annotations
 

@@ -1,5 +1,5 @@
 """Every GET endpoint of the REST API runs the same number of SQL queries at N rows and at 3N rows
-(B9's "constant SQL queries per request"), for a member's token and an operator's token.
+(the API benchmark's goal: constant SQL queries per request), for a member's token and an operator's token.
 
 The endpoints come from the OpenAPI schema, so a new one fails here until it has a case below.
 """

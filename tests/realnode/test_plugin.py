@@ -1,5 +1,5 @@
 """The project's device plugin against the real kubelet: registration, ListAndWatch, GetPreferredAllocation,
-Allocate, PreStartContainer with PodResources, health, and re-registration after kubelet restarts (T11).
+Allocate, PreStartContainer with PodResources, health, and re-registration after kubelet restarts.
 
 The tests share one node and one plugin (session fixtures); the unhealthy-GPU test comes last in this
 file, as it changes what the node offers for a while.
@@ -19,7 +19,8 @@ from tests.cluster.helpers import wait_for
 from tests.realnode.conftest import NodePlugin
 from tests.realnode.helpers import allocatable, log_vars, run_to_end
 
-REREGISTER_BUDGET_S = 10.0  # the issue's promise for the real kubelet (T11 holds the test kubelet to 5 s)
+# The promise for the real kubelet (docs/reliability.md); the test kubelet is held to 5 s.
+REREGISTER_BUDGET_S = 10.0
 
 
 def _wait_offers(

@@ -1,4 +1,4 @@
-"""T09 machinery: the OpenAPI schema loaded from the app itself, every operation fuzzed with
+"""The API fuzz's machinery: the OpenAPI schema loaded from the app itself, every operation fuzzed with
 schema-valid and schema-invalid data under every Schemathesis check, and the stateful run along the
 links Schemathesis infers.
 

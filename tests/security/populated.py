@@ -1,5 +1,5 @@
 """A portal with one real object of every kind a URL can name, for the walks over every URL pattern
-(T01 headers, T10 CSRF): project alpha with a job, a template, a grant, a webhook and tokens, a node
+(security headers, CSRF): project alpha with a job, a template, a grant, a webhook and tokens, a node
 with GPUs and a node token, and a row in every admin-registered model the fixtures can make."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""The T02 probe registry: for every API route (as the OpenAPI schema names it) and websocket route,
+"""The cross-tenant probe registry: for every API route (as the OpenAPI schema names it) and websocket route,
 how an attacker from another project tries to reach a victim project's objects.
 
 Each app adds its routes here. `test_tenant_matrix` fails when the schema has a route with no probe,

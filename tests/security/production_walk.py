@@ -1,6 +1,6 @@
 """Run as a program under the production settings (GPUPORTAL_PRODUCTION=1, portal.settings, no test
 overrides): GET every URL given as each given user, through the full middleware stack, and write
-what came back (status, security headers, cookie flags) as JSON. T01 drives it from
+what came back (status, security headers, cookie flags) as JSON. Driven from
 tests/security/test_deploy_headers.py against the test database."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""T02 probes for the admission queue's routes: /api/v1/grants/ and /api/v1/usage/.
+"""Cross-tenant probes for the admission queue's routes: /api/v1/grants/ and /api/v1/usage/.
 
 The victim gets a grant (reason "victim-grant") and a started 1-GPU job, so a leak of either
 would show in a list as the victim's project slug, email or marker.

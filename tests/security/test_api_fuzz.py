@@ -1,7 +1,7 @@
-"""T09 (docs reliability.md): Schemathesis over the whole OpenAPI with a member's and a viewer's token,
-every check on (no 5xx, no response off its schema, no schema-invalid input accepted, no schema-valid
-input refused but for the rules in api_fuzz.RULES), stateful links on. A CI size in `make test`;
-`make soak` (GPUPORTAL_SOAK=1) runs many more examples and scenarios."""
+"""The API fuzz (docs/reliability.md): Schemathesis over the whole OpenAPI with a member's and a
+viewer's token, every check on (no 5xx, no response off its schema, no schema-invalid input accepted,
+no schema-valid input refused but for the rules in api_fuzz.RULES), stateful links on. A CI size in
+`make test`; `make soak` (GPUPORTAL_SOAK=1) runs many more examples and scenarios."""
 
 from __future__ import annotations
 

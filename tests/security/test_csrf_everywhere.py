@@ -1,4 +1,4 @@
-"""T10, CSRF: every URL pattern (tests/security/routes.py, parameters filled with real objects)
+"""CSRF: every URL pattern (tests/security/routes.py, parameters filled with real objects)
 asked to change state by a signed-in browser whose request lacks the CSRF token: every page and
 every session-authenticated API call answers 403, or 405 where the URL takes no such method; and
 nothing changes. Only the routes in NO_SESSION take no cookie at all (their callers send a token)."""

@@ -1,4 +1,4 @@
-"""T01: `check --deploy` is clean under production settings, and every URL pattern (parameters filled
+"""`check --deploy` is clean under production settings, and every URL pattern (parameters filled
 from real objects) carries the security headers and secure cookie flags when served by a process on
 the production settings."""
 

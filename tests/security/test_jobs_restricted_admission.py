@@ -1,4 +1,4 @@
-"""T03, cluster half: every accepted request renders a pod the restricted namespace admits
+"""Job-spec injection, cluster half: every accepted request renders a pod the restricted namespace admits
 (server-side dry run against the real API server, a Hypothesis sample), and the hostile
 manifests, sent straight to the cluster, are refused by its own Pod Security admission.
 """

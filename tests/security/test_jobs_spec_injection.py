@@ -1,4 +1,4 @@
-"""T03: hostile job requests answer 400, and after the work an accepted request would start has run,
+"""Hostile job requests answer 400, and after the work an accepted request would start has run,
 nothing of theirs is on the real cluster; accepted ones render restricted specs."""
 
 from __future__ import annotations

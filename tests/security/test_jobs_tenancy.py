@@ -1,6 +1,6 @@
 """Cross-tenant and bad-input checks for the jobs and templates routes, pages and websocket.
 
-`register_job_probes()` adds the jobs routes to the T02 matrix (tests/security/probes.py); the
+`register_job_probes()` adds the jobs routes to the cross-tenant matrix (tests/security/probes.py); the
 tests below also run on their own: a foreign job is 404 everywhere, lists hold no foreign rows,
 and the live socket never carries another project's job.
 """

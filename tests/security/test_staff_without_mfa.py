@@ -1,4 +1,4 @@
-"""T10 subset: a staff account without MFA holds no operator power outside the admin either.
+"""A staff account without MFA holds no operator power outside the admin either.
 
 Until it has a TOTP authenticator, a staff user is a plain user of their own projects on the API,
 the pages, the sockets and the GPU views, and gets no API token; with one, operator power returns.

@@ -1,4 +1,4 @@
-"""T02: every API route, from the OpenAPI schema, probed by users of other projects with session and
+"""Every API route, from the OpenAPI schema, probed by users of other projects with session and
 token auth: foreign objects answer 404, lists hold no foreign rows, nothing changes. A route without
 a probe fails the test."""
 

@@ -1,4 +1,4 @@
-"""T02, websockets: every route of portal.routing, opened through the production ASGI stack (origin
+"""Cross-tenant, websockets: every route of portal.routing, opened through the production ASGI stack (origin
 check, session auth) by users of the two other projects. A socket for a victim's object is refused
 (WS_REFUSED) or carries nothing of the victim while the victim's job changes and its GPU reports a
 process; a route without a probe fails the test, and a foreign Origin is refused on every route."""

@@ -78,7 +78,7 @@ def cluster_jobs(kube: RealKubeClient, namespace: str) -> list[dict[str, Any]]:
 def drop_namespaces(kube: RealKubeClient, spaces: tuple[str, ...], timeout_s: float = 120) -> None:
     """Delete what a test left in `spaces` and wait until their pods are gone (the next test wants
     the nodes free). Jobs first: a pod of a Job that still exists keeps its job-tracking finalizer
-    until it ends, which a kwok pod being deleted never does, so the wait used to run out."""
+    until it ends, which a kwok pod being deleted never does, so the wait would run out."""
     for ns in spaces:
         for job in (kube.get(paths.jobs(ns)) or {}).get("items") or []:
             kube.delete(paths.job(ns, job["metadata"]["name"]))

@@ -1,4 +1,4 @@
-"""T12's load: portal users doing reads, submits, log tails and a live jobs socket each (Locust).
+"""The load test's users: portal users doing reads, submits, log tails and a live jobs socket each (Locust).
 
 Run by tests/workloads_e2e/test_load.py as its own `locust --headless` process: Locust brings
 gevent, which must stay out of the pytest process. Identities (API token, session cookie, project,

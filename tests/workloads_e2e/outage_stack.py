@@ -1,5 +1,5 @@
 """The whole portal as separate processes (web, worker, beat, controller) behind cuttable links to
-Postgres and the Kubernetes API server, with a Redis of its own, for the T08 outage drills. The
+Postgres and the Kubernetes API server, with a Redis of its own, for the outage drills. The
 worker is restarted as the chart's liveness probe would (tests/workloads_e2e/restarter.py).
 
 The test process talks to the web over HTTP and reads Postgres and the cluster directly, so it sees
@@ -79,7 +79,7 @@ def _web_answers(base: str) -> bool:
 def portal_stack(
     k8s_cluster: ClusterHandle, workdir: Path, *, server: str = "daphne", direct: bool = False
 ) -> Iterator[Stack]:
-    """`direct`: the portal reaches Postgres and the API server without the cuttable proxies (T12
+    """`direct`: the portal reaches Postgres and the API server without the cuttable proxies (the load test
     measures the portal, not this process's Python proxies), pools its connections, and runs the
     chart's two web replicas."""
     db = settings.DATABASES["default"]

@@ -1,4 +1,4 @@
-"""Drill sizes: a CI size in `make test`, the full size of reliability.md in `make soak`
+"""Drill sizes: a CI size in `make test`, the full size of docs/reliability.md in `make soak`
 (which sets GPUPORTAL_SOAK=1)."""
 
 from __future__ import annotations

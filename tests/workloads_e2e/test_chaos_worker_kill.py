@@ -1,7 +1,7 @@
-"""T05: SIGKILLs of Celery worker processes at chosen points of the reconcile (before and after each
+"""SIGKILLs of Celery worker processes at chosen points of the reconcile (before and after each
 Kubernetes call, inside a state transition's database transaction, after the task's work but before
 its message is acknowledged), real Postgres, Redis, cluster. CI: 50 jobs, 20 kills, one seed per run;
-`make soak`: 200 jobs, 50 kills, 5 seeds (reliability.md). The seed is printed; GPUPORTAL_T05_SEED
+`make soak`: 200 jobs, 50 kills, 5 seeds (docs/reliability.md). The seed is printed; GPUPORTAL_T05_SEED
 replays a run.
 
 Passes when, after settling, the shared R2 check holds (r2.py): exactly one Kubernetes Job per live

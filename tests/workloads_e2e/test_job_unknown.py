@@ -1,4 +1,5 @@
-"""Unknown and lost (reliability.md R4) against the real API server, Job controller and kwok nodes.
+"""Unknown and lost (docs/reliability.md: a job is failed only on evidence) against the real API
+server, Job controller and kwok nodes.
 
 The Kubernetes Job of a running job is deleted behind the portal's back: a pod left behind keeps it
 running (evidence); with the pods gone too it is unknown, holds its quota, and is lost after the

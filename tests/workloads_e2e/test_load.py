@@ -1,4 +1,4 @@
-"""T12: the portal under load, with Locust (reliability.md, issue 16 item 7).
+"""The portal under load, with Locust (docs/reliability.md).
 
 200 users (10 projects of 20 members, 5-15 s between actions) against the whole portal as separate
 processes (uvicorn as the chart runs it, two web processes for its two replicas, Celery worker and

@@ -1,8 +1,8 @@
 """Followed logs through the real ASGI server (daphne) and the real cluster's pods/log.
 
-A followed log must not hold a server thread: many open job pages used to exhaust the thread pool
-that static files (and every other streamed response) need, so the whole site hung while plain HTML
-still answered. These tests open the streams as browsers would and look at what the server still
+A followed log must not hold a server thread: many open job pages would exhaust the thread pool
+that static files (and every other streamed response) need, so the whole site would hang while
+plain HTML still answered. These tests open the streams as browsers would and look at what the server still
 does meanwhile, and after they close.
 """
 

@@ -1,4 +1,4 @@
-"""MPS tenancy against real Postgres and the real local cluster (issue 12, item 3).
+"""MPS tenancy against real Postgres and the real local cluster: one project per shared GPU.
 
 Two projects' MPS jobs, each with its suspended Kubernetes Job made at submission: the first is
 admitted to a node; before its pod exists the queue already counts that node's shared GPUs as the

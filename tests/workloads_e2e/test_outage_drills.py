@@ -1,10 +1,10 @@
-"""T08: the portal's own processes lose Postgres, Redis (restarted empty) or the Kubernetes API
+"""The portal's own processes lose Postgres, Redis (restarted empty) or the Kubernetes API
 server; nothing is lost, duplicated or wrongly failed, and the API answers 503 without a trace.
 The scheduled sweep (celery beat) does the catching up: the test only submits and looks.
 
 CI size: 20 s outages and 8 jobs. `make soak` (GPUPORTAL_SOAK=1): Postgres and Redis 5 min, the API
-server 10 min, 40 jobs, as reliability.md T08 asks. The recovery time (link back -> every job
-settled) is printed; reliability.md promises at most one sweep + 60 s.
+server 10 min, 40 jobs, as docs/reliability.md asks. The recovery time (link back -> every job
+settled) is printed; the promise (docs/reliability.md) is at most one sweep + 60 s.
 """
 
 from __future__ import annotations

@@ -1,9 +1,9 @@
 """The admission queue against real Postgres and the real local cluster (kwok GPU nodes).
 
-T13: 50 concurrent 1-GPU submits into an 8-GPU quota, two admission passes racing; never more than 8
-GPUs admitted, the ledger equals the GPUs in use, a 9th GPU pod forced past the portal fails with
-"exceeded quota" and the portal says the quota is full. Fragmentation: 4 free GPUs split 2 + 2 over
-two nodes do not start a 4-GPU job, and the reason says so.
+The quota race: 50 concurrent 1-GPU submits into an 8-GPU quota, two admission passes racing; never more
+than 8 GPUs admitted, the ledger equals the GPUs in use, a 9th GPU pod forced past the portal fails with
+"exceeded quota" and the portal says the quota is full. Fragmentation: 4 free GPUs split 2 + 2 over two
+nodes do not start a 4-GPU job, and the reason says so.
 """
 
 from __future__ import annotations

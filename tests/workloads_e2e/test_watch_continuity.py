@@ -1,4 +1,4 @@
-"""T07: a cut watch and 410 Gone; every change made during the gap is reflected after one relist.
+"""A cut watch and 410 Gone; every change made during the gap is reflected after one relist.
 
 The API server is real; only the faults (a broken stream, 410 on reconnect) are injected by a
 thin wrapper, since the real server cannot be made to expire a watch on demand.

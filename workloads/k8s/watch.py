@@ -89,8 +89,8 @@ class Watcher:
         relist_interval_s: float = 600.0,
         min_relist_interval_s: float = 10.0,
         # 5 s, not client-go's 30: after an outage of the API server or the database the watch is back
-        # within seconds of the link, so recovery rests on the sweep interval alone (reliability.md
-        # R3); four streams retrying every few seconds are no load on an API server.
+        # within seconds of the link, so recovery rests on the sweep interval alone (the promise
+        # in docs/reliability.md); four streams retrying every few seconds are no load on an API server.
         max_backoff_s: float = 5.0,
     ) -> None:
         self.client = client
@@ -141,7 +141,7 @@ class Watcher:
         # The collector paused until the list is delivered and dropped: each page's decode left
         # tens of thousands of live objects, and every pass of the collector over them (a young
         # collection per page, then older ones) cost about a quarter of a relist's CPU. Dropped
-        # inside the pause, they are freed by their reference counts and never walked (B2). The
+        # inside the pause, they are freed by their reference counts and never walked. The
         # pause covers the page requests too (the collector is per process): each is bounded by the
         # API server's one-minute request limit, and only cycles made meanwhile wait for it.
         with pause_collection():

@@ -41,8 +41,8 @@ def job_changed(job_id: int) -> None:
 def jobs_changed(job_ids: Collection[int]) -> None:
     """Several jobs' messages (an admission cycle's changed explanations) in one query and one trip
     to the channel layer: from sync code each trip starts an event loop and, on the pub/sub layer,
-    a Redis connection of its own; one trip per job was a third of the controller's CPU under T12's
-    load (py-spy)."""
+    a Redis connection of its own; one trip per job cost a third of the controller's CPU under the
+    load test (py-spy)."""
     layer = get_channel_layer()
     if not job_ids or layer is None:
         return

@@ -167,7 +167,7 @@ def _create(r: JobReconciler) -> Obj | None:
     """The Job as the POST answered it; None when it already existed (409). Made as the job's state
     is now: suspended while queued; running at once when admission came first (under load the
     usual case), which spares a PATCH and the Job controller's suspend and resume (status writes
-    and events: B4). The caller has just reloaded that state (`_state_as_now`)."""
+    and events). The caller has just reloaded that state (`_state_as_now`)."""
     _quota_first(r)
     fault_point("before_create")
     try:

@@ -1,4 +1,5 @@
-"""Unknown and lost (reliability.md R4): what a successful read of the cluster without evidence does.
+"""Unknown and lost (docs/reliability.md: a job is failed only on evidence): what a successful
+read of the cluster without evidence does.
 
 `cluster_sync.job_sync` calls `evidence_judge` only after the API server answered: a read that
 failed (down, 5xx) raises before it, so an outage never makes a job unknown. Evidence is a pod (any

@@ -87,9 +87,9 @@ def _notice_store(notice: PreemptionNotice) -> bool:
 
 def explanations_store(*, explanations: Iterable[Explanation]) -> list[int]:
     """Store each explanation and place on its (still queued) job; returns the ids whose explanation
-    changed. One read of what is stored and one write of the rows that differ: every cycle (each
-    second) used to send two UPDATEs per queued job, changed or not, half the controller's
-    admission time under T12's load (py-spy)."""
+    changed. One read of what is stored and one write of the rows that differ: two UPDATEs per queued
+    job every cycle (each second), changed or not, cost half the controller's admission time under
+    the load test (py-spy)."""
     wanted = {e.job_id: (explanation_stored(e), e.position_global or None) for e in explanations}
     stored = list(
         Job.objects.filter(pk__in=wanted, state=JobState.QUEUED).values_list(

@@ -1,5 +1,5 @@
-"""The fake cluster and helpers of T06's state machine (test_lifecycle_model_check.py), kept apart so the
-machine's own file stays readable."""
+"""The fake cluster and helpers of the lifecycle state machine (test_lifecycle_model_check.py),
+kept apart so the machine's own file stays readable."""
 
 from __future__ import annotations
 

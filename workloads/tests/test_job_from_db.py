@@ -116,7 +116,8 @@ def test_an_init_signal_receiver_gets_djangos_path(jobs_world: World) -> None:
 
 
 def test_a_reconcile_never_loads_the_kept_log(jobs_world: World, fake_kube: Any) -> None:
-    """A finished job's row holds up to 256 KiB of log, which no reconcile reads (B4's worker)."""
+    """A finished job's row holds up to 256 KiB of log, which no reconcile needs (loading it slowed
+    the worker under the submit benchmark)."""
     job = _job(jobs_world)
     Job.objects.filter(pk=job.pk).update(log_tail="x" * 200_000)
     with CaptureQueriesContext(connection) as queries:

@@ -242,7 +242,7 @@ def test_a_volume_removed_before_the_job_was_made_cancels_it_with_the_reason(
 
 
 def test_making_a_job_costs_one_get_and_one_post(jobs_world: World, fake_kube: FakeKube) -> None:
-    """The POST's answer is the Job as made, and a Job made this instant has no pods to list (B4)."""
+    """The POST's answer is the Job as made, and a Job made this instant has no pods to list."""
     job = submit(jobs_world)
     reconcile_job(job.pk)
     assert fake_kube.calls == [
@@ -261,7 +261,7 @@ def test_a_job_admitted_before_its_job_is_made_is_made_running_in_one_post(
     jobs_world: World, fake_kube: FakeKube
 ) -> None:
     """Under load admission often comes first: the Job is made un-suspended, not suspended and then
-    patched (which also cost the Job controller a suspend and a resume: B4)."""
+    patched (which would also cost the Job controller a suspend and a resume)."""
     job = submit(jobs_world)
     assert admission_pass() == [job.pk]
     fake_kube.calls.clear()  # admission's own reads of the nodes
@@ -290,8 +290,8 @@ def test_a_job_preempted_after_its_reconcile_loaded_it_admitted_is_made_suspende
 def test_a_watch_driven_reconcile_costs_no_query_more_than_one_by_id(
     jobs_world: World, fake_kube: FakeKube
 ) -> None:
-    """The label's uid finds and loads the job in one query: an id lookup first was one more round
-    trip for every watched change of a Job or its pods (B4)."""
+    """The label's uid finds and loads the job in one query: an id lookup first would be one more
+    round trip for every watched change of a Job or its pods."""
     job = submit(jobs_world)
     reconcile_job(job.pk)
     assert admission_pass() == [job.pk]

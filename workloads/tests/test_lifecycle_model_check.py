@@ -1,10 +1,10 @@
-"""T06: a Hypothesis state machine over the job lifecycle against real Postgres and the fake cluster.
+"""A Hypothesis state machine over the job lifecycle against real Postgres and the fake cluster.
 
 Rules: submit, cancel, complete, fail, preempt, grant approve, a 409 on create, a 503, a 410 on the
 watch (relist with forgotten versions), duplicate delivery, a crash before the ack, and interleavings:
 reconciler A stops at a chaos point (after loading the job, around the create, after the suspend
 patch, around the delete) while another party acts on the same job, then A goes on with what it
-loaded (races 1 and 2 of the reliability review are reachable so; docs/queue.md). `kubelet` plays
+loaded (so a stale un-suspend and a lost request are reachable; docs/queue.md). `kubelet` plays
 the Job controller and scheduler: a pod for every un-suspended Job, none otherwise.
 
 Invariants: at most one Kubernetes Job per portal job; where a Job in the fake cluster is not as the
@@ -391,7 +391,7 @@ def test_the_lifecycle_holds_under_any_order_of_faults(
     capture_sends(monkeypatch, TaskName.NOTIFY_JOB)
     machine = make_machine(jobs_world)
     REACHED.clear()
-    # CI default: 25 x 40 (about a minute). The T06 target (reliability.md): 500 x 50, via the env.
+    # CI default: 25 x 40 (about a minute). The full size (docs/reliability.md): 500 x 50, via the env.
     examples = int(os.environ.get("GPUPORTAL_T06_EXAMPLES", "25"))
     steps = int(os.environ.get("GPUPORTAL_T06_STEPS", "40"))
     # Unknown and lost need vanishing evidence: only the vanishing-evidence machine has that rule.

@@ -82,8 +82,8 @@ def test_a_page_decode_pauses_the_collector_and_leaves_what_the_process_froze_fr
 
 
 def test_a_relist_runs_the_collector_not_once_however_many_pages() -> None:
-    """Each page decoded is tens of thousands of live objects; a collection per page walked them
-    again and again (a quarter of a 10,000-pod relist's CPU, B2). Paused until the list is delivered
+    """Each page decoded is tens of thousands of live objects; a collection per page would walk them
+    again and again (a quarter of a 10,000-pod relist's CPU, measured). Paused until the list is delivered
     and dropped, they are freed by reference counting and never walked; the collector runs again
     after the relist, and what the handler kept is intact."""
     delivered: list[int] = []

@@ -1,11 +1,11 @@
-"""A job's hot paths, statement by statement: what B4 and T12 pay per job on the web tier and in
-the workers.
+"""A job's hot paths, statement by statement: what the submit benchmark and the load test pay per job
+on the web tier and in the workers.
 
-A POST /api/v1/jobs/ sent 30 statements (17 ms of the web process's CPU here): existence checks for
-rows already in hand, a savepoint per block, a locked read and two savepoints around the outbox row,
-and a read-back of the outbox after commit. These tests keep what was taken out from coming back,
-and check that the outbox upsert still does what update_or_create did. A reconcile read the
-project's volumes every time, for jobs that mount none."""
+A POST /api/v1/jobs/ needs no existence checks for rows already in hand, no savepoint per block, no
+locked read or savepoints around the outbox row and no read-back of the outbox after commit: with
+them it takes 30 statements (17 ms of the web process's CPU, measured). These tests keep those
+statements out, and check that the outbox upsert does what update_or_create would. A reconcile
+reads the project's volumes only for a job that mounts some."""
 
 from __future__ import annotations
 

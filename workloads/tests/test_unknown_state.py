@@ -1,6 +1,7 @@
-"""Unknown and lost (reliability.md R4) against the in-memory client: a job whose evidence vanished
-is unknown, keeps its quota, comes back when the evidence does, and is lost (quota released) only
-after GPUPORTAL_JOB_UNKNOWN_SECONDS; an unreadable cluster moves nothing. The cluster test repeats
+"""Unknown and lost (docs/reliability.md: a job is failed only on evidence) against the in-memory
+client: a job whose evidence vanished is unknown, keeps its quota, comes back when the evidence
+does, and is lost (quota released) only after GPUPORTAL_JOB_UNKNOWN_SECONDS; an unreadable cluster
+moves nothing. The cluster test repeats
 the main paths for real (tests/workloads_e2e/test_job_unknown.py)."""
 
 from __future__ import annotations

@@ -1,11 +1,12 @@
-"""T06 with evidence that vanishes: the lifecycle machine of test_lifecycle_model_check.py plus rules
-that delete a job's Kubernetes Job and pods behind the portal's back, bring them back (a restored API
-server), let time pass beyond the unknown and lost limits, and reconcile everything while the API
-server is down. A subclass, so the original machine's source (which seeds its examples) stays as is.
+"""The lifecycle model check with evidence that vanishes: the machine of test_lifecycle_model_check.py
+plus rules that delete a job's Kubernetes Job and pods behind the portal's back, bring them back (a
+restored API server), let time pass beyond the unknown and lost limits, and reconcile everything while
+the API server is down. A subclass, so the original machine's source (which seeds its examples) stays as
+is.
 
-Invariants on top of T06's: a job is unknown or lost only after its evidence was removed; a reconcile
-against an unreadable cluster moves no job; unknown jobs hold their quota (T06's quota invariant, since
-unknown is an active state); after `settle` the portal agrees with the cluster.
+Invariants on top of the lifecycle machine's: a job is unknown or lost only after its evidence was
+removed; a reconcile against an unreadable cluster moves no job; unknown jobs hold their quota (its
+quota invariant, since unknown is an active state); after `settle` the portal agrees with the cluster.
 """
 
 from __future__ import annotations
@@ -45,7 +46,8 @@ def make_vanishing_machine(world: World) -> type[RuleBasedStateMachine]:
             self.vanished: set[str] = set()
             self.buried: dict[str, dict[str, Any]] = {}
 
-        # Not a rule here: the interleavings are T06's; this machine spends its steps on vanishing.
+        # Not a rule here: the lifecycle machine covers the interleavings; this one spends its steps
+        # on vanishing.
         interleaved = stale_load = None
 
         def job_path(self, job: Job) -> str:

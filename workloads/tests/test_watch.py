@@ -97,7 +97,7 @@ def test_the_relist_history_is_bounded() -> None:
 
 
 def test_ten_thousand_events_leave_the_watcher_no_bigger() -> None:
-    """T07's bounded memory: events pass through; nothing per event is kept (history included)."""
+    """Bounded memory: events pass through; nothing per event is kept (history included)."""
     import tracemalloc
 
     def events(n: int) -> list[dict[str, Any]]:

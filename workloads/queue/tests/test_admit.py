@@ -98,7 +98,7 @@ def test_expected_start_uses_running_jobs_end() -> None:
 
 def test_a_shared_node_serves_one_project_unless_cross_project() -> None:
     """MPS runs one server per UID (one per project): slices of another project never go beside
-    them, unless the node's shared GPUs are all marked cross-project (issue 12, item 3)."""
+    them, unless the node's shared GPUs are all marked cross-project."""
     shared = (SharedGpu(0, 2, 4), SharedGpu(1, 4, 4))
     held = node("n1", 0, shared=shared, slice_tenants=(("a", 1),))
     quotas = [ProjectQuota("a", gpus=0, slices=8), ProjectQuota("b", gpus=0, slices=8)]

@@ -59,7 +59,8 @@ def test_the_index_admits_blocks_and_reclaims_as_the_whole_sort_did(
 
 
 def test_the_index_kept_between_cycles_matches_one_built_each_cycle() -> None:
-    """B3's ci trace replayed twice: with the replay's kept index, and with a fresh one each cycle."""
+    """The admission benchmark's ci trace (`bench` B3) replayed twice: with the replay's kept index,
+    and with a fresh one each cycle."""
     kept = b3_admission.replay("ci", b3_admission.CYCLE_S)
     rebuilt = b3_admission.replay("ci", b3_admission.CYCLE_S, keep_queue=False)
     assert kept.admissions == rebuilt.admissions > 0
