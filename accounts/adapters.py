@@ -1,4 +1,4 @@
-"""allauth hooks: sign-up is closed unless operators open it (the seed's open registration was a hole)."""
+"""allauth hooks: sign-up is closed unless operators open it (open registration would let anyone in)."""
 
 from __future__ import annotations
 

@@ -44,8 +44,8 @@ def test_gpu_check_exits_2_with_a_clear_message_without_nvml(
 
 
 def test_gpu_checks_allocate_step_passes_on_the_simulated_nvml(capsys: pytest.CaptureFixture[str]) -> None:
-    """The step the real-GPU run depends on, kept working here: it broke unseen once (no PodResources
-    socket after tenancy came) and was found only on a lent GPU machine."""
+    """The step the real-GPU run depends on, kept working here: a GPU machine is lent only now and
+    then, so a break in it (a missing PodResources socket, say) would otherwise go unseen."""
     sim = SimNvml(default_gpus(3), call_cost_s=0)
     report = gpucheck.Report()
     gpucheck.check_allocate(report, sim, discover(sim))

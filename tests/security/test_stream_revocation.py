@@ -150,7 +150,7 @@ async def test_the_re_check_does_not_hold_the_frame_and_still_closes(
 async def test_frames_flow_while_the_shared_sync_thread_is_busy(world: World) -> None:
     """Forwarding a frame needs no worker thread: Channels' default dispatch first hops to the
     shared sync thread to close spent connections, so one slow sync call anywhere in the process
-    held every socket's frames (and at 1,000 sockets the hops were a third of the event loop)."""
+    would hold every socket's frames (and at 1,000 sockets the hops take a third of the event loop)."""
     traffic = await sync_to_async(_traffic_for)("/ws/cluster/", world)
     communicator, connected = await connect("/ws/cluster/", world.member)
     assert connected

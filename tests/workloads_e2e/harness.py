@@ -20,8 +20,8 @@ from workloads.k8s.client import KubeClient
 def use_broker(url: str) -> Iterator[None]:
     """Publish to `url`, and keep the shared cache there too, as every process of a deployment does:
     the reconciles' pending marks set here must be the ones the workers clear. (With the cache left
-    on the test run's Redis, a mark set here was never cleared, and each job's next watch-driven
-    reconcile waited for it to expire: the chaos test's jobs sat Running ~100 s after they ended.)"""
+    on the test run's Redis, a mark set here would never be cleared, and each job's next watch-driven
+    reconcile would wait for it to expire: the chaos test's jobs sat Running ~100 s after they ended.)"""
     old = app.conf.broker_url
     _reset_pool()
     app.conf["broker_url"] = url

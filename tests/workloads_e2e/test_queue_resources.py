@@ -1,6 +1,6 @@
 """CPU headroom against the real local cluster: a job that fits the GPU quota but not the project's
-CPU stays queued with the numbers, where before it was admitted, un-suspended and then refused by
-the namespace ResourceQuota, holding its GPUs while "admitted". And the ResourceQuota's bound on
+CPU stays queued with the numbers, rather than being admitted, un-suspended and then refused by the
+namespace ResourceQuota, holding its GPUs while "admitted". And the ResourceQuota's bound on
 the number of Kubernetes Jobs."""
 
 from __future__ import annotations

@@ -22,7 +22,7 @@ from workloads.queue.tests.test_property import OWNERS, PROJECTS, clusters
 
 
 def _sorted_whole(state: ClusterState, now: datetime) -> tuple[PassResult, Reclaimer]:
-    """The decision as it was made before the index: every waiting job sorted, then admitted."""
+    """The decision made without the index: every waiting job sorted, then admitted."""
     s = state.settings
     usage = usage_now(state.usage, state.running, now, s.half_life_hours, s.slices_per_gpu)
     ledger = build_ledger(state, now)
