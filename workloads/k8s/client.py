@@ -2,7 +2,7 @@
 
 Everything is path based and returns plain dicts parsed with orjson from the raw response
 (`_preload_content=False`): the official client's model decoding is several times slower and
-heavier than the JSON itself (reference/reliability-and-performance.md §5), and the reconcilers
+heavier than the JSON itself (the cold-sync benchmark, `docs/benchmarks/README.md`), and the reconcilers
 only need a few fields. `KubeClient` is a Protocol so unit tests may use a fake; the behaviours
 are also tested against the real local control plane.
 """
