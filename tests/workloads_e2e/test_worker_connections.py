@@ -77,7 +77,7 @@ def test_the_worker_keeps_its_connections_between_tasks(world: World, worker: No
         _expire_one(world)
     opened = _sessions() - before
     print(f"{TASKS} tasks opened {opened} new Postgres connections")
-    # Before the fix each task opened at least one (Celery closed it before and after the task).
+    # Without the kept connections each task opens at least one (Celery closes it before and after).
     assert opened <= CONCURRENCY
 
 
