@@ -9,7 +9,7 @@ from django.db.models import Count, OuterRef, Q, QuerySet, Subquery
 from django.http import Http404
 
 from accounts.choices import ROLES_THAT_SUBMIT, Role
-from accounts.models import ApiToken, AuditLog, Membership, Project, ProjectWebhook, User, WebhookDelivery
+from accounts.models import ApiToken, Membership, Project, ProjectWebhook, User, WebhookDelivery
 
 
 def is_operator(user: Any) -> bool:
@@ -64,11 +64,6 @@ def token_list(*, user: User, revoked: bool = True) -> QuerySet[ApiToken]:
     DELETE there revokes, and what it revoked is gone, 404; the tokens page keeps the history)."""
     tokens = ApiToken.objects.filter(user=user).order_by("-created_at")
     return tokens if revoked else tokens.filter(revoked_at__isnull=True)
-
-
-def audit_list(*, project: Project | None = None) -> QuerySet[AuditLog]:
-    qs = AuditLog.objects.select_related("actor", "project")
-    return qs.filter(project=project) if project is not None else qs
 
 
 def webhook_get(*, project: Project) -> ProjectWebhook | None:

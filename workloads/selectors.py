@@ -109,13 +109,8 @@ def quota_usage(*, project: Project) -> dict[str, int]:
     return {key: int(value or 0) for key, value in agg.items()}
 
 
-def quota_headroom(*, project: Project) -> dict[str, int]:
-    quota = Quota.objects.filter(project=project).first() or Quota(project=project)
-    return _free(quota, quota_usage(project=project))
-
-
 def quota_headroom_list(*, projects: list[Project]) -> list[tuple[Project, dict[str, int]]]:
-    """quota_headroom of many projects in one query more (their quota rows come with them)."""
+    """Each project's quota headroom, in one query more (their quota rows come with them)."""
     rows = (
         Job.objects.filter(project__in=projects, state__in=ACTIVE_STATES)
         .order_by()
@@ -155,15 +150,6 @@ def queue_summary(job: Job) -> QueueSummary | None:
     if job.state != JobState.QUEUED:
         return None
     return queue_summary_of(job.queue_explanation or {}, held=job.held)
-
-
-def queue_ordered() -> QuerySet[Job]:
-    """Queued jobs in admission order (the stored position of the last cycle; held jobs last)."""
-    return (
-        Job.objects.filter(state=JobState.QUEUED)
-        .select_related("project", "owner")
-        .order_by("held", "queue_position", "submitted_at", "id")
-    )
 
 
 def grant_list(*, user: User) -> QuerySet[QuotaGrant]:

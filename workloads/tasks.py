@@ -13,7 +13,7 @@ from typing import Any
 
 from celery import shared_task
 
-from workloads.admission.cycle import admission_pass
+from workloads.admission.cycle import admission_cycle
 from workloads.choices import TaskName
 from workloads.k8s.client import get_client
 from workloads.k8s.errors import K8sTransientError
@@ -97,7 +97,7 @@ def record_k8s_event(event: dict[str, Any]) -> None:
 )
 def sweep() -> int:
     """The periodic safety net: admit, republish the outbox, re-enqueue unfinished jobs, report orphans."""
-    admission_pass()
+    admission_cycle()
     outbox_dispatch()
     return cluster_sync.sweep(client=get_client())
 

@@ -105,10 +105,6 @@ class TestKubelet:
         if self.pod_resources_socket is not None:
             self.pod_resources_socket.unlink(missing_ok=True)
 
-    def restart(self) -> None:
-        self.stop()
-        self.start()
-
     # -- registration and streams ---------------------------------------------------------------
     def _on_register(self, req: pb.RegisterRequest) -> None:
         with self._cond:

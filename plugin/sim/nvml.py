@@ -145,9 +145,6 @@ class SimNvml:
     def add_process(self, uuid: str, pid: int, mem_mib: int) -> None:
         self.by_uuid(uuid).processes[pid] = mem_mib
 
-    def remove_process(self, uuid: str, pid: int) -> None:
-        self.by_uuid(uuid).processes.pop(pid, None)
-
     def _post(self, index: int, event_type: int, data: int) -> None:
         with self._cond:
             for es in self._sets:
@@ -288,9 +285,3 @@ class SimNvml:
         with self._cond:
             if event_set in self._sets:
                 self._sets.remove(event_set)
-
-
-def as_lib(sim: SimNvml) -> nvml.NvmlLib:
-    """Typed view of the simulation as the Protocol (checked structurally by mypy)."""
-    lib: nvml.NvmlLib = sim
-    return lib

@@ -26,7 +26,7 @@ from tests.fixtures.personas import World
 from tests.helm.release import RELEASE, Release
 from tests.helm.test_chart_rbac import tenant_bindings
 from tests.workloads_e2e.procs import wait_for
-from workloads.admission.cycle import admission_pass
+from workloads.admission.cycle import admission_cycle
 from workloads.choices import JobState
 from workloads.k8s import paths
 from workloads.k8s.client import RealKubeClient, set_client
@@ -87,7 +87,7 @@ def _submit(world: World, run_seconds: int) -> Job:
 
 def _drive(job: Job, clients: dict[str, RealKubeClient], until: set[str]) -> Job:
     def step() -> Job | None:
-        admission_pass(client=clients["controller"])
+        admission_cycle(client=clients["controller"])
         job_reconcile(job_id=job.pk, client=clients["worker"])
         job.refresh_from_db()
         return job if job.state in until else None

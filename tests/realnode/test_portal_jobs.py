@@ -1,7 +1,7 @@
 """Portal jobs on the real node: a real command in the busybox image built here, its log followed to
 the end, its exit code and failure reason from the container, and a cancel that kills the container.
 
-The reconcile task and the admission pass are called inline, as in tests/workloads_e2e."""
+The reconcile task and the admission cycle are called inline, as in tests/workloads_e2e."""
 
 from __future__ import annotations
 
@@ -17,7 +17,7 @@ from tests.fixtures.personas import World
 from tests.realnode.helpers import submit_real
 from tests.workloads_e2e.procs import wait_for
 from tests.workloads_e2e.test_job_lifecycle import drive
-from workloads.admission.cycle import admission_pass
+from workloads.admission.cycle import admission_cycle
 from workloads.choices import JobState
 from workloads.k8s import paths
 from workloads.k8s.client import RealKubeClient
@@ -82,7 +82,7 @@ def _drive_to_pod(job: Job) -> None:
     """Admit and reconcile until the job has a pod (it need not run yet)."""
 
     def step() -> bool:
-        admission_pass()
+        admission_cycle()
         reconcile_job(job.pk)
         job.refresh_from_db()
         return bool(job.pod_name)

@@ -10,7 +10,7 @@ from django.test import override_settings
 
 from tests.fixtures.personas import World, api_client
 from tests.workloads_e2e import conftest as e2e
-from workloads.admission.cycle import admission_pass
+from workloads.admission.cycle import admission_cycle
 from workloads.k8s.client import RealKubeClient
 from workloads.models import Job, ProjectVolume
 from workloads.tasks import reconcile_job
@@ -92,7 +92,7 @@ HOSTILE: list[tuple[str, dict[str, Any]]] = [
 
 def settle_on_the_cluster() -> None:
     """The work an accepted request starts (admission, then one reconcile per job), run now."""
-    admission_pass()
+    admission_cycle()
     for job_id in Job.objects.values_list("pk", flat=True):
         reconcile_job(job_id)
 

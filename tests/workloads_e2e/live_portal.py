@@ -18,7 +18,7 @@ from django.test import override_settings
 
 from deploy.localcluster import ClusterHandle
 from tests.workloads_e2e.procs import REPO, PrivateRedis, free_port, stop_process, wait_for, worker_env
-from workloads.admission.cycle import admission_pass
+from workloads.admission.cycle import admission_cycle
 from workloads.models import Job
 from workloads.tasks import reconcile_job
 
@@ -83,7 +83,7 @@ def drive_until(job: Job, state: str, timeout: float = 90) -> None:
     """Controller + worker, inline, on a plain thread: broadcasts must leave Playwright's loop thread."""
 
     def step() -> bool:
-        admission_pass()
+        admission_cycle()
         reconcile_job(job.pk)
         job.refresh_from_db()
         return job.state == state

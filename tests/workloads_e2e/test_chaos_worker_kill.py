@@ -145,7 +145,7 @@ def test_the_count_catches_a_second_job_under_another_name(
     cluster_world: World, kube: RealKubeClient
 ) -> None:
     """The check above fails when the cluster holds a second Job for one portal job."""
-    from workloads.admission.cycle import admission_pass
+    from workloads.admission.cycle import admission_cycle
     from workloads.tasks import reconcile_job
 
     job = services.job_submit(
@@ -153,7 +153,7 @@ def test_the_count_catches_a_second_job_under_another_name(
         project=cluster_world.alpha,
         data={"image": IMAGE, "cpu_millicores": 100, "memory_mib": 64, "simulate": {"run_seconds": 300}},
     )
-    admission_pass()
+    admission_cycle()
     reconcile_job(job.pk)
     (original,) = cluster_jobs(kube, job.namespace)
     template: dict[str, Any] = original["spec"]["template"]

@@ -44,7 +44,7 @@ from portal.demo.agents import SimAgents
 from tests.fixtures.personas import World
 from tests.workloads_e2e.conftest import wait_for
 from tests.workloads_e2e.test_queue_cluster import _gpu_pod
-from workloads.admission.cycle import admission_pass
+from workloads.admission.cycle import admission_cycle
 from workloads.admission.live import live_cluster, node_states
 from workloads.choices import JobState
 from workloads.k8s import paths
@@ -90,7 +90,7 @@ def _two_nodes_with_2_free(kube: RealKubeClient, ns: str) -> list[str]:
 
 
 def _step(job: Job) -> Job:
-    admission_pass()
+    admission_cycle()
     reconcile_job(job.pk)
     job.refresh_from_db()
     return job

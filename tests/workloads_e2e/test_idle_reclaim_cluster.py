@@ -5,7 +5,7 @@ half second: the busy job's GPU at 80 % SM, the idle job's at 1 % with its memor
 (`workloads.services.idle`, what the beat task runs) is called as often. With a 4 s window and a 2 s
 warning period: the busy job is never warned; the idle job is warned, snoozed, warned again, then
 suspended: preempted in the portal, its Kubernetes Job `suspend: true`, its pods gone, left out of the
-queue by the admission pass until its owner resumes it; resumed, it is requeued at the front of its
+queue by the admission cycle until its owner resumes it; resumed, it is requeued at the front of its
 priority and runs again. The reclaimed GPU-hours show in the project's usage API. The detection delay
 (idle start -> warning) is measured and printed.
 """
@@ -25,7 +25,7 @@ from gpu.tests.factories import batch, sample
 from tests.fixtures.personas import World, api_client
 from tests.workloads_e2e.conftest import drop_namespaces, wait_for
 from tests.workloads_e2e.test_queue_borrow_reclaim import _pods
-from workloads.admission.cycle import admission_pass
+from workloads.admission.cycle import admission_cycle
 from workloads.choices import JobState
 from workloads.k8s import paths
 from workloads.k8s.client import RealKubeClient
@@ -45,7 +45,7 @@ WINDOW_S, WARNING_S = 4, 2
 
 def _step(*jobs: Job) -> set[str]:
     """Admission and each job's reconcile, inline (no worker); the jobs' states after."""
-    admission_pass()
+    admission_cycle()
     for job in jobs:
         reconcile_job(job.pk)
         job.refresh_from_db()

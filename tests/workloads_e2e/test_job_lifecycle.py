@@ -1,6 +1,6 @@
 """Jobs end to end against the real API server, scheduler, Job controller and kwok nodes.
 
-The reconcile task and the admission pass are called directly (no worker); the worker and
+The reconcile task and the admission cycle are called directly (no worker); the worker and
 controller paths run in test_chaos_worker_kill and test_outage_drills.
 """
 
@@ -13,7 +13,7 @@ import pytest
 from accounts.services import quota_update
 from tests.fixtures.personas import World
 from tests.workloads_e2e.conftest import cluster_jobs, wait_for
-from workloads.admission.cycle import admission_pass
+from workloads.admission.cycle import admission_cycle
 from workloads.choices import JobState
 from workloads.k8s import paths
 from workloads.k8s.client import RealKubeClient
@@ -36,7 +36,7 @@ def drive(job: Job, until: set[str], timeout: float = 90) -> Job:
     """What the controller and workers do, inline: admit, reconcile, until the job reaches a state."""
 
     def step() -> Job | None:
-        admission_pass()
+        admission_cycle()
         reconcile_job(job.pk)
         job.refresh_from_db()
         return job if job.state in until else None
@@ -69,7 +69,7 @@ def test_a_job_admitted_before_its_job_is_made_runs_without_being_patched(
     """Admission first (under load the usual order): the Job is made un-suspended, and the real Job
     controller starts its pod from that one POST."""
     job = submit(cluster_world, simulate={"run_seconds": 30})
-    admission_pass()
+    admission_cycle()
     job.refresh_from_db()
     assert job.state == JobState.ADMITTED
     reconcile_job(job.pk)

@@ -18,7 +18,7 @@ from accounts.models import Quota
 from tests.fixtures.personas import World
 from tests.workloads_e2e.conftest import wait_for
 from tests.workloads_e2e.test_job_lifecycle import drive, submit
-from workloads.admission.cycle import admission_pass
+from workloads.admission.cycle import admission_cycle
 from workloads.choices import JobState
 from workloads.k8s import builders, labels, paths
 from workloads.k8s.client import RealKubeClient
@@ -71,7 +71,7 @@ def test_a_job_deleted_behind_the_portals_back_is_unknown_then_lost(
     drive(job, {JobState.UNKNOWN}, timeout=30)
     assert job.state_reason.startswith("unknown: the Kubernetes Job is gone")
     assert quota_usage(project=cluster_world.alpha)["gpus"] == 1  # held: it may still be running
-    assert waiting.pk not in admission_pass()
+    assert waiting.pk not in admission_cycle()
     drive(job, {JobState.LOST}, timeout=30)
     assert job.state_reason.startswith("lost: no pod and no outcome seen")
     assert job.exit_code is None

@@ -17,7 +17,7 @@ from django.conf import settings
 
 from tests.fixtures.personas import World
 from tests.workloads_e2e.conftest import drop_namespaces, wait_for
-from workloads.admission.cycle import admission_pass
+from workloads.admission.cycle import admission_cycle
 from workloads.admission.live import live_cluster, node_states
 from workloads.choices import JobState
 from workloads.k8s import builders, paths
@@ -53,7 +53,7 @@ def _bound_pod(kube: RealKubeClient, job: Job) -> dict[str, Any]:
 def _submit_and_admit(world: World, project: Any, actor: Any) -> Job:
     job = services.job_submit(actor=actor, project=project, data=MPS)
     reconcile_job(job.pk)  # the suspended Job, as the outbox makes it at submission
-    admission_pass()
+    admission_cycle()
     job.refresh_from_db()
     assert job.state == JobState.ADMITTED, job.queue_explanation
     return job

@@ -17,7 +17,7 @@ import pytest
 from tests.fixtures.personas import World
 from tests.workloads_e2e.conftest import wait_for
 from tests.workloads_e2e.test_job_lifecycle import submit
-from workloads.admission.cycle import admission_pass
+from workloads.admission.cycle import admission_cycle
 from workloads.k8s import labels, paths
 from workloads.k8s.client import RealKubeClient
 from workloads.models import Job, ProjectVolume
@@ -129,7 +129,7 @@ def test_a_job_mounts_the_claims_by_name_read_only_as_asked_or_forced(
     ]
     job = submit(cluster_world, volumes=mounts, simulate={"run_seconds": 60})
     reconcile_job(job.pk)
-    admission_pass()
+    admission_cycle()
     reconcile_job(job.pk)
     pod = wait_for(lambda: _pod(kube, job), 60, "the job's pod created")
     spec = pod["spec"]

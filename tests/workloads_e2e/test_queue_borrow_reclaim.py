@@ -18,7 +18,7 @@ from accounts.models import Quota
 from tests.fixtures.personas import World
 from tests.workloads_e2e.conftest import drop_namespaces, wait_for
 from tests.workloads_e2e.test_queue_cluster import _gpu_pod
-from workloads.admission.cycle import admission_pass
+from workloads.admission.cycle import admission_cycle
 from workloads.admission.live import live_cluster, node_states
 from workloads.choices import JobState
 from workloads.k8s import paths
@@ -40,7 +40,7 @@ def _pods(kube: RealKubeClient, job: Job) -> list[dict[str, Any]]:
 
 
 def _step(*jobs: Job) -> None:
-    admission_pass()
+    admission_cycle()
     for job in jobs:
         reconcile_job(job.pk)
         job.refresh_from_db()

@@ -1,6 +1,6 @@
 """The admission queue against real Postgres and the real local cluster (kwok GPU nodes).
 
-The quota race: 50 concurrent 1-GPU submits into an 8-GPU quota, two admission passes racing; never more
+The quota race: 50 concurrent 1-GPU submits into an 8-GPU quota, two admission cycles racing; never more
 than 8 GPUs admitted, the ledger equals the GPUs in use, a 9th GPU pod forced past the portal fails with
 "exceeded quota" and the portal says the quota is full. Fragmentation: 4 free GPUs split 2 + 2 over two
 nodes do not start a 4-GPU job, and the reason says so.
@@ -18,7 +18,7 @@ from django.db import connections
 from plugin.names import GPU_RESOURCE
 from tests.fixtures.personas import World
 from tests.workloads_e2e.conftest import wait_for
-from workloads.admission.cycle import admission_pass
+from workloads.admission.cycle import admission_cycle
 from workloads.admission.live import live_cluster, node_states
 from workloads.choices import ACTIVE_STATES, JobState
 from workloads.k8s import paths
@@ -86,7 +86,7 @@ def test_a_4_gpu_job_waits_on_two_half_free_nodes(cluster_world: World, kube: Re
             if n.free_gpus > keep:
                 kube.create(paths.pods(ns), _gpu_pod(f"fill-{n.name}", n.free_gpus - keep, n.name))
         big = services.job_submit(actor=world.member, project=world.alpha, data={**SPEC, "gpus": 4})
-        assert admission_pass() == []
+        assert admission_cycle() == []
         big.refresh_from_db()
         assert big.state == JobState.QUEUED
         assert big.queue_explanation["code"] == "no_node"
@@ -124,7 +124,7 @@ def test_concurrent_submits_never_exceed_the_quota(cluster_world: World, kube: R
 
     def admits() -> None:
         for _ in range(15):
-            admission_pass()
+            admission_cycle()
             peaks.append(quota_usage(project=world.alpha)["gpus"])
 
     threads = [_in_thread(f, errors) for f in (submits, submits, admits, admits)]
@@ -133,7 +133,7 @@ def test_concurrent_submits_never_exceed_the_quota(cluster_world: World, kube: R
     for t in threads:
         t.join(timeout=300)
     assert not errors, errors
-    admission_pass()
+    admission_cycle()
     active = Job.objects.filter(project=world.alpha, state__in=ACTIVE_STATES)
     assert max([*peaks, 0]) <= 8
     assert quota_usage(project=world.alpha)["gpus"] == 8

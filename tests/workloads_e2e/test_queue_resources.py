@@ -15,7 +15,7 @@ from accounts.models import Quota
 from tests.fixtures.personas import World
 from tests.workloads_e2e.conftest import wait_for
 from tests.workloads_e2e.test_queue_cluster import _gpu_pod
-from workloads.admission.cycle import admission_pass
+from workloads.admission.cycle import admission_cycle
 from workloads.admission.live import live_cluster, node_states
 from workloads.choices import JobState
 from workloads.k8s import paths
@@ -56,10 +56,10 @@ def test_a_job_over_the_cpu_headroom_waits_instead_of_being_refused(
         second = services.job_submit(
             actor=world.member, project=world.alpha, data={**SPEC, "cpu_millicores": 1000}
         )
-        assert admission_pass() == [first.pk]
+        assert admission_cycle() == [first.pk]
         reconcile_job(first.pk)
         wait_for(lambda: _quota_used(kube, ns).get("requests.cpu") == "1500m", 120, "1500m CPU in use")
-        assert admission_pass() == []
+        assert admission_cycle() == []
         second.refresh_from_db()
         assert second.state == JobState.QUEUED
         assert second.queue_explanation["code"] == "quota_cpu"

@@ -49,16 +49,11 @@ def _lock() -> None:
             cursor.execute("SELECT pg_advisory_xact_lock(%s)", [ADMISSION_LOCK])
 
 
-def admission_pass(client: KubeClient | None = None, *, live: LiveCluster | None = None) -> list[int]:
-    """Admit what fits now, preempt what the notices allow, store explanations; returns ids admitted.
-    `live`: the cluster as the caller already holds it; read from the API server when None."""
-    return admission_cycle(client=client, live=live)
-
-
 def admission_cycle(
     *, client: KubeClient | None = None, now: datetime | None = None, live: LiveCluster | None = None
 ) -> list[int]:
-    """One cycle; returns the ids admitted."""
+    """Admit what fits now, preempt what the notices allow, store explanations; returns the ids admitted.
+    `live`: the cluster as the caller already holds it; read from the API server when None."""
     if live is None:
         live = live_cluster(client or get_client())
     changed: list[int] = []

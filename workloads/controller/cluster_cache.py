@@ -1,4 +1,4 @@
-"""The controller's watch-fed copy of the cluster's nodes and live pods, for its admission pass.
+"""The controller's watch-fed copy of the cluster's nodes and live pods, for its admission cycle.
 
 The pass runs every tick (2 s) and needs every node and every live pod. LISTing them each time
 cost the API server a full serialization of all pods per tick (tens of megabytes at 20,000 pods)
@@ -46,7 +46,7 @@ def _feeding(spec: WatchSpec, store: Store) -> WatchSpec:
 
 
 class ClusterCache:
-    """Two stores fed by the controller's watches; `live()` is what the admission pass reads."""
+    """Two stores fed by the controller's watches; `live()` is what the admission cycle reads."""
 
     def __init__(self) -> None:
         self.nodes = Store()

@@ -1,9 +1,9 @@
 """The controller process: leader election, watches, the admission loop and the outbox.
 
 Run with `python manage.py controller`. It holds the long-lived watch streams (never inside a
-Celery task), keeps a copy of the nodes and live pods from two of them for its admission pass
+Celery task), keeps a copy of the nodes and live pods from two of them for its admission cycle
 (`cluster_cache`), and turns every change into a short id-keyed Celery task (`controller.watches`); it
-writes to the database only through the outbox dispatcher, the node mirror and the admission pass.
+writes to the database only through the outbox dispatcher, the node mirror and the admission cycle.
 A second replica waits on the Lease.
 """
 
@@ -18,7 +18,7 @@ import time
 from django.db import close_old_connections
 
 from workloads import app_settings
-from workloads.admission.cycle import admission_pass
+from workloads.admission.cycle import admission_cycle
 from workloads.controller.cluster_cache import ClusterCache
 from workloads.controller.counts import WatchCounts
 from workloads.controller.watches import EVENTS, WATCH_SPECS
@@ -79,12 +79,12 @@ class Controller:
             self.elector.release()
 
     def tick(self) -> None:
-        """The watch figures, one admission pass and one outbox round; a database outage is logged
+        """The watch figures, one admission cycle and one outbox round; a database outage is logged
         and retried."""
         try:
             self.watch_counts.flush()
             close_old_connections()
-            admission_pass(self.client, live=self.cache.live())
+            admission_cycle(client=self.client, live=self.cache.live())
             outbox_dispatch()
         except Exception:
             log.warning("controller tick failed; retrying", exc_info=True)

@@ -2,7 +2,7 @@
 
 Only the forms Nodes and Pods carry (apimachinery `resource.Quantity`): a decimal number, an
 optional exponent, and a binary (Ki..Ei) or decimal (m, k, M..E) suffix. Unreadable values count as
-0, like a missing one, so a malformed pod never stops the admission pass.
+0, like a missing one, so a malformed pod never stops the admission cycle.
 """
 
 from __future__ import annotations

@@ -221,21 +221,3 @@ def build_ledger(state: ClusterState, now: datetime) -> Ledger:
         gpu_type = nodes[job.node].gpu_type if job.node in nodes else (job.gpu_type or "")
         ledger._count(job, gpu_type, +1)
     return ledger
-
-
-def largest_block(ledger: Ledger, gpu_type: str | None) -> int:
-    sizes = [
-        n.free
-        for n in ledger.nodes.values()
-        if n.schedulable and (gpu_type is None or n.gpu_type == gpu_type)
-    ]
-    return max(sizes, default=0)
-
-
-def largest_slices(ledger: Ledger, gpu_type: str | None) -> int:
-    sizes = [
-        sum(n.slices.values())
-        for n in ledger.nodes.values()
-        if n.schedulable and (gpu_type is None or n.gpu_type == gpu_type)
-    ]
-    return max(sizes, default=0)

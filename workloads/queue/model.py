@@ -203,7 +203,7 @@ Code = Literal[
 @dataclass(frozen=True)
 class Explanation:
     """Why a job is (not) starting, as machine fields plus the sentence shown to people.
-    `numbers` holds the figures the sentence quotes (used, limit, need, largest_block, ...)."""
+    `numbers` holds the figures the sentence quotes (used, limit, need, largest, ...)."""
 
     job_id: JobId
     code: Code

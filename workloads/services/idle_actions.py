@@ -61,7 +61,7 @@ def _why_not_snoozed(job: Job, limit: int) -> str:
 
 
 def job_idle_resume(*, actor: User, job: Job, request: HttpRequest | None = None) -> Job:
-    """Put a job suspended for idleness back in the queue: the next admission pass requeues it at the
+    """Put a job suspended for idleness back in the queue: the next admission cycle requeues it at the
     front of its priority (services.queue.requeue_preempted), once its pods are gone."""
     _require_actor(actor, job)
     now = timezone.now()

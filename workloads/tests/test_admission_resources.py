@@ -11,7 +11,7 @@ from django.utils import timezone
 
 from accounts.models import Quota, User
 from tests.fixtures.personas import World
-from workloads.admission.cycle import admission_pass
+from workloads.admission.cycle import admission_cycle
 from workloads.admission.live import LiveCluster, Reserved, node_states
 from workloads.admission.state import cluster_state
 from workloads.choices import JobState
@@ -74,7 +74,7 @@ def test_a_job_over_the_cpu_headroom_stays_queued_with_the_reason(
     Quota.objects.filter(project=jobs_world.alpha).update(gpus=4, cpu_millicores=4000)
     first = submit(jobs_world.owner, jobs_world.alpha, cpu_millicores=3000)
     second = submit(jobs_world.owner, jobs_world.alpha, cpu_millicores=2000)
-    assert admission_pass() == [first.pk]
+    assert admission_cycle() == [first.pk]
     second.refresh_from_db()
     assert second.state == JobState.QUEUED
     assert second.queue_explanation["code"] == "quota_cpu"

@@ -1,5 +1,5 @@
 """The controller's watch-fed copy of nodes and live pods: the store, when it is trusted, and that
-the admission pass then reads no list from the API server. The real cluster's side is
+the admission cycle then reads no list from the API server. The real cluster's side is
 tests/workloads_e2e/test_cluster_cache_live.py."""
 
 from __future__ import annotations

@@ -10,7 +10,7 @@ from django.db import connection
 from django.test.utils import CaptureQueriesContext
 
 from tests.fixtures.personas import World
-from workloads.admission.cycle import admission_pass
+from workloads.admission.cycle import admission_cycle
 from workloads.choices import JobState
 from workloads.k8s import paths
 from workloads.models import Job, ReconcileOutbox
@@ -69,7 +69,7 @@ def test_it_runs_to_success_and_keeps_the_log(jobs_world: World, fake_kube: Fake
     reconcile_job(job.pk)
     manifest = fake_kube.objects[paths.job("gp-alpha", job.k8s_name)]
     assert manifest["spec"]["suspend"] is True
-    assert admission_pass() == [job.pk]
+    assert admission_cycle() == [job.pk]
     reconcile_job(job.pk)
     assert manifest["spec"]["suspend"] is False
     add_pod(fake_kube, job, "Running")
@@ -93,7 +93,7 @@ def test_it_runs_to_success_and_keeps_the_log(jobs_world: World, fake_kube: Fake
 def test_a_failing_job_records_its_exit_code(jobs_world: World, fake_kube: FakeKube) -> None:
     job = submit(jobs_world)
     reconcile_job(job.pk)
-    admission_pass()
+    admission_cycle()
     add_pod(fake_kube, job, "Failed", exit_code=3)
     set_condition(fake_kube, job, "Failed", "BackoffLimitExceeded")
     reconcile_job(job.pk)
@@ -135,8 +135,8 @@ def test_a_vanished_job_is_unknown_not_failed(jobs_world: World, fake_kube: Fake
 
 def test_admission_respects_the_project_quota(jobs_world: World, fake_kube: FakeKube) -> None:
     jobs = [submit(jobs_world, gpus=4) for _ in range(3)]
-    assert admission_pass() == [jobs[0].pk, jobs[1].pk]
-    assert admission_pass() == []
+    assert admission_cycle() == [jobs[0].pk, jobs[1].pk]
+    assert admission_cycle() == []
 
 
 def test_notifications_respect_the_owner_setting(jobs_world: World) -> None:
@@ -208,7 +208,7 @@ def test_a_reconcile_that_loaded_an_admitted_job_does_not_unsuspend_it_after_a_p
 
     job = submit(jobs_world)
     reconcile_job(job.pk)  # created, suspended
-    assert admission_pass() == [job.pk]
+    assert admission_cycle() == [job.pk]
     stale = Job.objects.select_related("project").get(pk=job.pk)  # loaded as admitted
     Job.objects.filter(pk=job.pk).update(state=JobState.PREEMPTED)  # the preemption commits meanwhile
     job_sync(job=stale, client=fake_kube)
@@ -263,7 +263,7 @@ def test_a_job_admitted_before_its_job_is_made_is_made_running_in_one_post(
     """Under load admission often comes first: the Job is made un-suspended, not suspended and then
     patched (which would also cost the Job controller a suspend and a resume)."""
     job = submit(jobs_world)
-    assert admission_pass() == [job.pk]
+    assert admission_cycle() == [job.pk]
     fake_kube.calls.clear()  # admission's own reads of the nodes
     reconcile_job(job.pk)
     assert fake_kube.calls == [
@@ -279,7 +279,7 @@ def test_a_job_preempted_after_its_reconcile_loaded_it_admitted_is_made_suspende
     from workloads.services.cluster_sync import job_sync
 
     job = submit(jobs_world)
-    assert admission_pass() == [job.pk]
+    assert admission_cycle() == [job.pk]
     stale = Job.objects.select_related("project").get(pk=job.pk)  # loaded as admitted, not yet made
     Job.objects.filter(pk=job.pk).update(state=JobState.PREEMPTED)  # the preemption commits meanwhile
     job_sync(job=stale, client=fake_kube)
@@ -294,7 +294,7 @@ def test_a_watch_driven_reconcile_costs_no_query_more_than_one_by_id(
     round trip for every watched change of a Job or its pods."""
     job = submit(jobs_world)
     reconcile_job(job.pk)
-    assert admission_pass() == [job.pk]
+    assert admission_cycle() == [job.pk]
     add_pod(fake_kube, job, "Running")
     reconcile_job(job.pk)
     with CaptureQueriesContext(connection) as by_id:

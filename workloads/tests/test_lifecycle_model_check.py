@@ -31,7 +31,7 @@ from hypothesis.stateful import RuleBasedStateMachine, invariant, rule
 from accounts.models import Quota
 from tests.fixtures.personas import World
 from workloads import selectors
-from workloads.admission.cycle import admission_pass
+from workloads.admission.cycle import admission_cycle
 from workloads.choices import ACTIVE_STATES, ALLOWED_TRANSITIONS, TERMINAL_STATES, JobState, TaskName
 from workloads.controller import watches as controller
 from workloads.k8s import builders, paths
@@ -169,7 +169,7 @@ def make_machine(world: World) -> type[RuleBasedStateMachine]:
             and run to its end, so that the ends do not rest on separate rules meeting by chance."""
             project = world.alpha if alpha else world.beta
             job = services.job_submit(actor=users[project.pk], project=project, data={"image": IMAGE})
-            admission_pass()
+            admission_cycle()
             job.refresh_from_db()
             if job.state in ACTIVE_STATES:
                 self.reconcile(job.pk)
@@ -178,7 +178,7 @@ def make_machine(world: World) -> type[RuleBasedStateMachine]:
 
         @rule()
         def admit(self) -> None:
-            admission_pass()
+            admission_cycle()
 
         @rule()
         def cluster_step(self) -> None:
@@ -244,12 +244,12 @@ def make_machine(world: World) -> type[RuleBasedStateMachine]:
 
         @rule(pick=st.integers(0, 50))
         def crash_before_ack(self, pick: int) -> None:
-            """The step ran, the ack was lost: the broker redelivers it after an admission pass."""
+            """The step ran, the ack was lost: the broker redelivers it after an admission cycle."""
             every = self.jobs()
             if every:
                 job = every[pick % len(every)]
                 self.reconcile(job.pk)
-                admission_pass()
+                admission_cycle()
                 self.reconcile(job.pk)
 
         @rule(pick=st.integers(0, 50), point=st.sampled_from(PAUSES), action=st.sampled_from(OTHERS))
@@ -284,7 +284,7 @@ def make_machine(world: World) -> type[RuleBasedStateMachine]:
                 with contextlib.suppress(ValidationError):
                     services.job_cancel(actor=users[job.project_id], job=job)
             elif action == "admit":
-                admission_pass()
+                admission_cycle()
             elif action == "kubelet":
                 self.kubelet()
             if not action.endswith("_only"):  # a second reconciler runs the job to the end meanwhile
@@ -293,7 +293,7 @@ def make_machine(world: World) -> type[RuleBasedStateMachine]:
         @rule()
         def settle(self) -> None:
             for _ in range(4):
-                admission_pass()
+                admission_cycle()
                 for job_id in cluster_sync.jobs_needing_reconcile():
                     self.reconcile(job_id)
                 self.kubelet()

@@ -134,7 +134,7 @@ def test_each_controller_tick_adds_what_its_watches_counted_since_the_last(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     counters.clear()
-    monkeypatch.setattr(loop, "admission_pass", lambda *_, **__: None)
+    monkeypatch.setattr(loop, "admission_cycle", lambda *_, **__: None)
     monkeypatch.setattr(loop, "outbox_dispatch", lambda: None)
     controller = loop.Controller(client=FakeKube(), identity="test")
     pods = next(w for w in controller.watchers if w.spec.name == "pods")

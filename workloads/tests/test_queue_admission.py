@@ -13,7 +13,7 @@ from django.utils import timezone
 from accounts.models import AuditLog, Quota, User
 from plugin.names import REAL_NODE_LABEL
 from tests.fixtures.personas import World
-from workloads.admission.cycle import admission_cycle, admission_pass
+from workloads.admission.cycle import admission_cycle
 from workloads.choices import JobState, TaskName
 from workloads.k8s import paths
 from workloads.models import GrantStatus, Job, QueueSettings
@@ -69,7 +69,7 @@ def test_priority_beats_fair_share_beats_submit_time(jobs_world: World, fake_kub
     light_last = submit(light, jobs_world.alpha)
     low = submit(light, jobs_world.alpha, priority="low")
     urgent = submit(heavy, jobs_world.alpha, priority="high")
-    assert admission_pass() == [urgent.pk]
+    assert admission_cycle() == [urgent.pk]
     order = list(
         Job.objects.filter(state=JobState.QUEUED).order_by("queue_position").values_list("pk", flat=True)
     )
@@ -83,19 +83,19 @@ def test_a_4_gpu_job_waits_when_the_free_gpus_are_spread(jobs_world: World, fake
     occupy(fake_kube, "kwok-gpu-0", 2, "a")
     occupy(fake_kube, "kwok-gpu-1", 2, "b")
     job = submit(jobs_world.member, jobs_world.alpha, gpus=4)
-    assert admission_pass() == []
+    assert admission_cycle() == []
     job.refresh_from_db()
     assert job.queue_explanation["code"] == "no_node"
     assert "largest free block is 2" in job.queue_explanation["sentence"]
     fake_kube.objects.pop("/api/v1/namespaces/other/pods/b")
-    assert admission_pass() == [job.pk]
+    assert admission_cycle() == [job.pk]
 
 
 def test_quota_full_is_explained_and_a_grant_starts_the_job(jobs_world: World, fake_kube: FakeKube) -> None:
     Quota.objects.filter(project=jobs_world.alpha).update(gpus=2)
     first = submit(jobs_world.member, jobs_world.alpha, gpus=2)
     second = submit(jobs_world.member, jobs_world.alpha, gpus=2)
-    assert admission_pass() == [first.pk]
+    assert admission_cycle() == [first.pk]
     second.refresh_from_db()
     assert second.queue_explanation["code"] == "quota"
     assert "2/2 GPUs" in second.queue_explanation["sentence"]
@@ -108,10 +108,10 @@ def test_quota_full_is_explained_and_a_grant_starts_the_job(jobs_world: World, f
         until=now + timedelta(hours=2),
         reason="deadline",
     )
-    assert admission_pass() == []  # requested, not approved
+    assert admission_cycle() == []  # requested, not approved
     assert grants.grant_decide(actor=jobs_world.admin, grant=grant, approve=True)
     assert not grants.grant_decide(actor=jobs_world.admin, grant=grant, approve=False)
-    assert admission_pass() == [second.pk]
+    assert admission_cycle() == [second.pk]
     assert grants.grants_expire(now=now + timedelta(hours=1)) == []
     assert grants.grants_expire(now=now + timedelta(hours=3)) == [grant.pk]
     grant.refresh_from_db()
@@ -131,7 +131,7 @@ def test_a_borrower_is_preempted_with_notice_and_resumes(
     Quota.objects.filter(project__in=[jobs_world.alpha, jobs_world.beta]).update(gpus=4)
     own = submit(jobs_world.member, jobs_world.alpha, gpus=4, preemptible=True)
     borrower = submit(jobs_world.member, jobs_world.alpha, gpus=4, preemptible=True)
-    assert admission_pass() == [own.pk, borrower.pk]
+    assert admission_cycle() == [own.pk, borrower.pk]
     assert Job.objects.get(pk=borrower.pk).borrowing
     for job_id in (own.pk, borrower.pk):
         cluster_sync.job_reconcile(job_id=job_id, client=fake_kube)
@@ -170,7 +170,7 @@ def test_operators_hold_release_and_move_to_front(jobs_world: World, fake_kube: 
     fake_kube.nodes = [fake_node("n0", gpus=1)]
     a, b = submit(jobs_world.member, jobs_world.alpha), submit(jobs_world.member, jobs_world.alpha)
     assert queue_services.queue_action(actor=jobs_world.admin, job_ids=[a.pk], action="hold") == 1
-    assert admission_pass() == [b.pk]
+    assert admission_cycle() == [b.pk]
     a.refresh_from_db()
     assert a.queue_explanation["code"] == "held"
     with pytest.raises(Exception, match="operators"):
@@ -179,7 +179,7 @@ def test_operators_hold_release_and_move_to_front(jobs_world: World, fake_kube: 
     queue_services.queue_action(actor=jobs_world.admin, job_ids=[a.pk], action="release")
     queue_services.queue_action(actor=jobs_world.admin, job_ids=[c.pk], action="front")
     Job.objects.filter(pk=b.pk).update(state=JobState.SUCCEEDED, finished_at=timezone.now())
-    assert admission_pass() == [c.pk]
+    assert admission_cycle() == [c.pk]
 
 
 def _hard_gpus(fake: FakeKube, namespace: str) -> str:
@@ -223,7 +223,7 @@ def test_resource_quota_counts_active_grants_and_admitted_borrowers(
     own = submit(jobs_world.member, alpha, gpus=2)
     borrower = submit(jobs_world.member, alpha, gpus=2, preemptible=True)
     with django_capture_on_commit_callbacks(execute=True):
-        assert admission_pass() == [own.pk, borrower.pk]
+        assert admission_cycle() == [own.pk, borrower.pk]
     assert Job.objects.get(pk=borrower.pk).borrowing
     assert refreshed == [alpha.pk] * 3  # the borrower's admission
     assert ResourceQuotaReconciler(
@@ -259,7 +259,7 @@ def test_the_real_node_serves_only_jobs_placed_there(jobs_world: World, fake_kub
         placed = submit(jobs_world.member, jobs_world.alpha, gpus=2, placement="real-node")
     # One GPU stays free on the real node, and this job would fit there if it were not set apart.
     ordinary = submit(jobs_world.member, jobs_world.alpha, gpus=1)
-    admitted = admission_pass()
+    admitted = admission_cycle()
     placed.refresh_from_db()
     assert admitted == [placed.pk], placed.queue_explanation
     assert placed.planned_node == "gpu-real-0"

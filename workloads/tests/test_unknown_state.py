@@ -14,7 +14,7 @@ from django.test import override_settings
 from django.utils import timezone
 
 from tests.fixtures.personas import World
-from workloads.admission.cycle import admission_pass
+from workloads.admission.cycle import admission_cycle
 from workloads.choices import ALLOWED_TRANSITIONS, TERMINAL_STATES, JobState, TaskName
 from workloads.k8s import paths
 from workloads.k8s.errors import K8sError
@@ -59,7 +59,7 @@ def sync(job: Job, fake: FakeKube) -> Job:
 def running(world: World, fake: FakeKube, gpus: int = 1) -> Job:
     job = submit(world, gpus=gpus)
     sync(job, fake)
-    assert job.pk in admission_pass()
+    assert job.pk in admission_cycle()
     add_pod(fake, job, "Running")
     assert sync(job, fake).state == JobState.RUNNING
     return job
@@ -100,7 +100,7 @@ def test_a_vanished_running_job_is_unknown_holds_its_quota_then_is_lost(
     assert first.state_reason.startswith("unknown: the Kubernetes Job is gone")
     waiting = submit(jobs_world, gpus=4)
     assert quota_usage(project=jobs_world.alpha)["gpus"] == 8
-    assert admission_pass() == []  # it may still run on its GPUs: they stay held
+    assert admission_cycle() == []  # it may still run on its GPUs: they stay held
     unknown_since(first, 599)
     assert sync(first, fake_kube).state == JobState.UNKNOWN
     unknown_since(first, 601)
@@ -111,14 +111,14 @@ def test_a_vanished_running_job_is_unknown_holds_its_quota_then_is_lost(
     assert first.log_captured
     assert first.pk not in jobs_needing_reconcile()
     assert quota_usage(project=jobs_world.alpha)["gpus"] == 4
-    assert admission_pass() == [waiting.pk]
+    assert admission_cycle() == [waiting.pk]
     assert second.pk in jobs_needing_reconcile()
 
 
 def test_an_admitted_job_whose_job_vanished_is_unknown(jobs_world: World, fake_kube: FakeKube) -> None:
     job = submit(jobs_world)
     sync(job, fake_kube)
-    admission_pass()
+    admission_cycle()
     vanish(fake_kube, job)
     assert sync(job, fake_kube).state == JobState.UNKNOWN
 

@@ -19,7 +19,7 @@ class Command(BaseCommand):
 
     def add_arguments(self, parser: CommandParser) -> None:
         parser.add_argument("--identity", default=None, help="Lease holder name (default host-pid).")
-        parser.add_argument("--tick", type=float, default=2.0, help="Seconds between admission passes.")
+        parser.add_argument("--tick", type=float, default=2.0, help="Seconds between admission cycles.")
 
     def handle(self, *args: Any, **options: Any) -> None:
         stop = threading.Event()
