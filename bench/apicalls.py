@@ -6,16 +6,17 @@ from __future__ import annotations
 
 from collections import Counter
 
+from kubernetes.client import ApiClient
 from prometheus_client.parser import text_string_to_metric_families
 
-from deploy.localcluster import KubeApi
+from deploy.localcluster import kube
 
 Calls = Counter[tuple[str, str]]
 
 
-def snapshot(api: KubeApi) -> Calls:
+def snapshot(api: ApiClient) -> Calls:
     calls: Calls = Counter()
-    text = api.raw("GET", "/metrics").decode()
+    text = kube.call(api, "GET", "/metrics").decode()
     for family in text_string_to_metric_families(text):
         if family.name != "apiserver_request":  # the parser drops the counter's _total
             continue

@@ -27,8 +27,10 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
+from kubernetes.client import ApiClient
+
 from bench.common import Profile, Result, log
-from deploy.localcluster import ClusterHandle, KubeApi, bin_dir, create_gpu_nodes, start_cluster, stop_cluster
+from deploy.localcluster import ClusterHandle, bin_dir, create_gpu_nodes, kube, start_cluster, stop_cluster
 
 SIZES = {"ci": (100, 2000, 20), "full": (1000, 20000, 200)}  # nodes, pods, namespaces
 STEPS: dict[Profile, tuple[int, ...]] = {"ci": (10, 30, 100), "full": (100, 300, 1000)}  # nodes
@@ -62,12 +64,12 @@ def bare_pod(name: str) -> dict[str, Any]:
     }
 
 
-def create_pods(api: KubeApi, count: int, namespaces: int, prefix: str = "b") -> list[tuple[str, str]]:
+def create_pods(api: ApiClient, count: int, namespaces: int, prefix: str = "b") -> list[tuple[str, str]]:
     names = [(f"{prefix}-ns-{i % namespaces}", f"{prefix}-pod-{i}") for i in range(count)]
     for ns in sorted({ns for ns, _ in names}):
-        api.create_namespace(ns)
+        kube.create_namespace(api, ns)
     with ThreadPoolExecutor(max_workers=8) as pool:
-        list(pool.map(lambda p: api.create(f"/api/v1/namespaces/{p[0]}/pods", bare_pod(p[1])), names))
+        list(pool.map(lambda p: kube.create(api, f"/api/v1/namespaces/{p[0]}/pods", bare_pod(p[1])), names))
     return names
 
 
@@ -166,8 +168,10 @@ def peak_heap(kubeconfig: Path) -> tuple[float, int]:
 
 def run(profile: Profile) -> Iterable[Result]:
     nodes, pods, namespaces = SIZES[profile]
-    with bench_cluster(os.environ.get("GPUPORTAL_BENCH_CLUSTER", "gpuportal-bench"), nodes) as handle:
-        api = KubeApi(handle.kubeconfig)
+    with (
+        bench_cluster(os.environ.get("GPUPORTAL_BENCH_CLUSTER", "gpuportal-bench"), nodes) as handle,
+        handle.api() as api,
+    ):
         created = _create(api, pods, namespaces, "b")
         results = measure_all(profile, handle.kubeconfig, "")
         _delete_namespaces(api, created)
@@ -177,8 +181,10 @@ def run(profile: Profile) -> Iterable[Result]:
 def run_sizes(profile: Profile) -> Iterable[Result]:
     """One cluster grown step by step (starting a fresh one per step would cost minutes each)."""
     steps = STEPS[profile]
-    with bench_cluster(os.environ.get("GPUPORTAL_BENCH_CLUSTER", "gpuportal-bench"), steps[0]) as handle:
-        api = KubeApi(handle.kubeconfig)
+    with (
+        bench_cluster(os.environ.get("GPUPORTAL_BENCH_CLUSTER", "gpuportal-bench"), steps[0]) as handle,
+        handle.api() as api,
+    ):
         created: list[tuple[str, str]] = []
         for step, (before, nodes) in enumerate(zip((0, *steps), steps, strict=False)):
             if step:  # the cluster starts with the first step's nodes
@@ -190,16 +196,16 @@ def run_sizes(profile: Profile) -> Iterable[Result]:
         _delete_namespaces(api, created)
 
 
-def _create(api: KubeApi, pods: int, namespaces: int, prefix: str) -> list[tuple[str, str]]:
+def _create(api: ApiClient, pods: int, namespaces: int, prefix: str) -> list[tuple[str, str]]:
     t0 = time.monotonic()
     created = create_pods(api, pods, namespaces, prefix)
     log(f"created {pods} pods in {namespaces} namespaces in {time.monotonic() - t0:.1f} s")
     return created
 
 
-def _delete_namespaces(api: KubeApi, created: list[tuple[str, str]]) -> None:
+def _delete_namespaces(api: ApiClient, created: list[tuple[str, str]]) -> None:
     for ns in sorted({ns for ns, _ in created}):
-        api.delete(f"/api/v1/namespaces/{ns}")
+        kube.delete(api, f"/api/v1/namespaces/{ns}")
 
 
 def measure_all(profile: Profile, kubeconfig: Path, size: str) -> list[Result]:

@@ -18,10 +18,11 @@ from collections.abc import Iterable
 from typing import Any
 
 import psycopg
+from kubernetes.client import ApiClient
 
 from bench.b1_sync import BACKEND, bare_pod, bench_cluster
 from bench.common import Profile, Result, log, percentile
-from deploy.localcluster import KubeApi, bin_dir
+from deploy.localcluster import bin_dir, kube
 
 RATES = {"ci": [(20, 30)], "full": [(20, 60), (200, 30), (1000, 10)]}  # pods/s, seconds
 POLL_S = 10.0
@@ -71,14 +72,14 @@ def kubectl_watch(kubeconfig: str, ns: str, arrivals: dict[str, float]) -> subpr
     return proc
 
 
-def poller(api: KubeApi, ns: str, found: dict[str, float], stop: threading.Event) -> None:
+def poller(api: ApiClient, ns: str, found: dict[str, float], stop: threading.Event) -> None:
     while not stop.wait(POLL_S):
         now = time.time()
-        for item in api.get(f"/api/v1/namespaces/{ns}/pods")["items"]:
+        for item in kube.get(api, f"/api/v1/namespaces/{ns}/pods")["items"]:
             found.setdefault(item["metadata"]["name"], now)
 
 
-def churn(api: KubeApi, ns: str, rate: int, seconds: int) -> dict[str, float]:
+def churn(api: ApiClient, ns: str, rate: int, seconds: int) -> dict[str, float]:
     created: dict[str, float] = {}
     interval, start = 1.0 / rate, time.monotonic()
     for i in range(rate * seconds):
@@ -87,7 +88,7 @@ def churn(api: KubeApi, ns: str, rate: int, seconds: int) -> dict[str, float]:
         if delay > 0:
             time.sleep(delay)
         name = f"churn-{i}"
-        api.create(f"/api/v1/namespaces/{ns}/pods", bare_pod(name))
+        kube.create(api, f"/api/v1/namespaces/{ns}/pods", bare_pod(name))
         created[name] = time.time()
     return created
 
@@ -97,32 +98,31 @@ def lags(created: dict[str, float], seen: dict[str, float]) -> list[float]:
 
 
 def one_rate(handle: Any, rate: int, seconds: int, dsn: str) -> dict[str, float]:
-    from kubernetes import config
-
-    from workloads.k8s.client import RealKubeClient
+    from bench.b1_sync import portal_client
     from workloads.k8s.watch import Watcher, WatchSpec
 
-    api, ns = KubeApi(handle.kubeconfig), f"b2-{rate}-{uuid.uuid4().hex[:6]}"
-    api.create_namespace(ns)
-    sink, stop = DbSink(dsn), threading.Event()
-    arrivals: dict[str, float] = {}
-    polled: dict[str, float] = {}
-    client = RealKubeClient(config.new_client_from_config(config_file=str(handle.kubeconfig)))  # type: ignore[no-untyped-call]
-    watcher = Watcher(
-        client=client, spec=WatchSpec("pods", f"/api/v1/namespaces/{ns}/pods", None, sink.on_event)
-    )
-    threading.Thread(target=watcher.run, args=(stop,), daemon=True).start()
-    kubectl = kubectl_watch(str(handle.kubeconfig), ns, arrivals)
-    threading.Thread(target=poller, args=(api, ns, polled, stop), daemon=True).start()
-    time.sleep(3)
-    created = churn(api, ns, rate, seconds)
-    time.sleep(POLL_S + 2)
-    stop.set()
-    kubectl.terminate()
-    relist_start = time.perf_counter()
-    watcher.relist()
-    relist_s = time.perf_counter() - relist_start
-    api.delete(f"/api/v1/namespaces/{ns}")
+    ns = f"b2-{rate}-{uuid.uuid4().hex[:6]}"
+    with kube.connected(handle.kubeconfig) as api:
+        kube.create_namespace(api, ns)
+        sink, stop = DbSink(dsn), threading.Event()
+        arrivals: dict[str, float] = {}
+        polled: dict[str, float] = {}
+        watcher = Watcher(
+            client=portal_client(handle.kubeconfig),
+            spec=WatchSpec("pods", f"/api/v1/namespaces/{ns}/pods", None, sink.on_event),
+        )
+        threading.Thread(target=watcher.run, args=(stop,), daemon=True).start()
+        kubectl = kubectl_watch(str(handle.kubeconfig), ns, arrivals)
+        threading.Thread(target=poller, args=(api, ns, polled, stop), daemon=True).start()
+        time.sleep(3)
+        created = churn(api, ns, rate, seconds)
+        time.sleep(POLL_S + 2)
+        stop.set()
+        kubectl.terminate()
+        relist_start = time.perf_counter()
+        watcher.relist()
+        relist_s = time.perf_counter() - relist_start
+        kube.delete(api, f"/api/v1/namespaces/{ns}")
     ours, ref, poll = lags(created, sink.seen), lags(created, arrivals), lags(created, polled)
     log(
         f"rate {rate}/s: ours p50 {percentile(ours, 50):.3f} p99 {percentile(ours, 99):.3f}; kubectl p99 "

@@ -14,8 +14,10 @@ from __future__ import annotations
 import uuid
 from typing import Any, Protocol
 
+from kubernetes.client import ApiClient
+
 from bench.common import Profile, Result, log, percentile
-from deploy.localcluster import KubeApi
+from deploy.localcluster import kube
 
 Obj = dict[str, Any]
 JOBS_SLUG = "b4-jobs"  # a project slug no seeded project uses: its namespace is this side's own
@@ -50,7 +52,9 @@ class KubeJobs:
     """Suspended Jobs from the portal's builder, un-suspended at once, in a namespace made by the
     portal's builders with a quota as large as the cluster."""
 
-    def __init__(self, api: KubeApi, image: str, gpus: int, cpu_m: int, memory_mi: int, hold_s: int) -> None:
+    def __init__(
+        self, api: ApiClient, image: str, gpus: int, cpu_m: int, memory_mi: int, hold_s: int
+    ) -> None:
         from accounts.models import Project, Quota
         from workloads.k8s import builders
 
@@ -62,13 +66,13 @@ class KubeJobs:
                       memory_mib=2 * gpus * memory_mi, max_concurrent_jobs=gpus)  # fmt: skip
         namespace = builders.build_namespace(self.project)
         self.namespace = str(namespace["metadata"]["name"])
-        api.create("/api/v1/namespaces", namespace)
-        api.wait_default_service_account(self.namespace)
+        kube.create(api, "/api/v1/namespaces", namespace)
+        kube.wait_default_service_account(api, self.namespace)
         base = f"/api/v1/namespaces/{self.namespace}"
-        api.create(f"{base}/resourcequotas", builders.build_resource_quota(self.project, quota))
-        api.create(f"{base}/limitranges", builders.build_limit_range(self.project))
-        api.create(f"/apis/networking.k8s.io/v1/namespaces/{self.namespace}/networkpolicies",
-                   builders.build_network_policy(self.project))  # fmt: skip
+        kube.create(api, f"{base}/resourcequotas", builders.build_resource_quota(self.project, quota))
+        kube.create(api, f"{base}/limitranges", builders.build_limit_range(self.project))
+        kube.create(api, f"/apis/networking.k8s.io/v1/namespaces/{self.namespace}/networkpolicies",
+                    builders.build_network_policy(self.project))  # fmt: skip
         self.jobs = f"/apis/batch/v1/namespaces/{self.namespace}/jobs"
 
     def manifest(self) -> tuple[str, Obj]:
@@ -80,19 +84,19 @@ class KubeJobs:
 
     def submit(self, client: int, index: int) -> str:
         uid, body = self.manifest()
-        if self.api.create(self.jobs, body) is None:
+        if not kube.create(self.api, self.jobs, body):
             raise RuntimeError(f"job {uid} already exists")
         name = body["metadata"]["name"]
-        self.api.request("PATCH", f"{self.jobs}/{name}", {"spec": {"suspend": False}},
-                         "application/merge-patch+json")  # fmt: skip
+        kube.call(self.api, "PATCH", f"{self.jobs}/{name}", {"spec": {"suspend": False}},
+                  content_type="application/merge-patch+json")  # fmt: skip
         return uid
 
     def end(self, client: int, keys: list[str]) -> None:
         for uid in keys:  # the pods go with their Job (the garbage collector, in the background)
-            self.api.delete(f"{self.jobs}/job-{uid}?propagationPolicy=Background")
+            kube.delete(self.api, f"{self.jobs}/job-{uid}", query={"propagationPolicy": "Background"})
 
     def settle(self) -> None:
         """Nothing: the wave's pods are gone, and a deleted Job leaves no work of ours behind."""
 
     def close(self) -> None:
-        self.api.delete(f"/api/v1/namespaces/{self.namespace}")
+        kube.delete(self.api, f"/api/v1/namespaces/{self.namespace}")

@@ -42,6 +42,7 @@ from typing import Any, Protocol
 
 import orjson
 import redis
+from kubernetes.client import ApiClient
 
 from bench import apicalls
 from bench import cpu as cpu_use
@@ -50,7 +51,7 @@ from bench.b4_jobs import KubeJobs, job_rows
 from bench.b4_watch import PodWatch, capacity_of, pod_watch
 from bench.common import Profile, Result, log, percentile
 from bench.procs import Web, server_env, spawn, start_web, wait_port
-from deploy.localcluster import KubeApi
+from deploy.localcluster import kube
 from plugin.names import GPU_RESOURCE
 from tests.workloads_e2e.procs import PrivateRedis, start_worker, stop_process, wait_for
 
@@ -97,21 +98,22 @@ def direct_pod(name: str) -> Obj:
 
 
 class Direct:
-    """The reference: pods POSTed to the API server (KubeApi: one connection per client thread)."""
+    """The reference: pods POSTed to the API server through one official client shared by the client
+    threads (a keep-alive connection each from its pool), the responses read as bytes, never decoded."""
 
-    def __init__(self, api: KubeApi) -> None:
+    def __init__(self, api: ApiClient) -> None:
         self.api = api
-        api.create_namespace(DIRECT_NS)
+        kube.create_namespace(api, DIRECT_NS)
 
     def submit(self, client: int, index: int) -> str:
         name = f"b4-pod-{index}"
-        if self.api.create(f"/api/v1/namespaces/{DIRECT_NS}/pods", direct_pod(name)) is None:
-            raise RuntimeError(f"pod {name} already exists")  # KubeApi.create passes over a 409
+        if not kube.create(self.api, f"/api/v1/namespaces/{DIRECT_NS}/pods", direct_pod(name)):
+            raise RuntimeError(f"pod {name} already exists")  # kube.create passes over a 409
         return f"{DIRECT_NS}/{name}"
 
     def end(self, client: int, keys: list[str]) -> None:
         for key in keys:
-            self.api.delete(f"/api/v1/namespaces/{key.replace('/', '/pods/', 1)}")
+            kube.delete(self.api, f"/api/v1/namespaces/{key.replace('/', '/pods/', 1)}")
 
     def settle(self) -> None:
         """Nothing: a deleted pod that is gone leaves no work behind in the API server."""
@@ -202,7 +204,7 @@ class Spent:
     """What the machine did in the timed parts of the waves (first POST -> all Running): CPU seconds
     per kind of process, and requests to the kube-apiserver by verb and resource."""
 
-    api: KubeApi
+    api: ApiClient
     cpu: dict[str, float] = field(default_factory=dict)
     calls: apicalls.Calls = field(default_factory=Counter)
 
@@ -239,7 +241,7 @@ def _wave(
     return answered, start
 
 
-def drive(side: Side, watch: PodWatch, size: Size, gpus: int, name: str, api: KubeApi) -> Outcome:
+def drive(side: Side, watch: PodWatch, size: Size, gpus: int, name: str, api: ApiClient) -> Outcome:
     """A warm-up wave, then waves of at most `gpus` jobs until `size.jobs` have run."""
     out, done, spent = Outcome(), 0, Spent(api)
     watch.excess = 0
@@ -365,8 +367,7 @@ def measure(size: Size, profile: Profile = "ci", label: str = "") -> list[Result
     from bench.b6_ingest import bench_database
 
     name = os.environ.get("GPUPORTAL_BENCH_CLUSTER", "gpuportal-bench")
-    with bench_cluster(name, size.nodes) as handle, bench_database("b4") as db_url:
-        api = KubeApi(handle.kubeconfig)
+    with bench_cluster(name, size.nodes) as handle, bench_database("b4") as db_url, handle.api() as api:
         capacity = capacity_of(api)
         gpus = sum(capacity.values())
         slug, secrets = _seed(size, gpus)
@@ -381,7 +382,7 @@ def measure(size: Size, profile: Profile = "ci", label: str = "") -> list[Result
                 log(f"B4: portal, {size.jobs} jobs on {gpus} GPUs in waves")
                 ours = drive(Portal(web, redis_port, secrets, slug), watch, size, gpus, "portal", api)
         stages = _portal_stages(ours.answered)
-        api.delete(f"/api/v1/namespaces/{DIRECT_NS}")
+        kube.delete(api, f"/api/v1/namespaces/{DIRECT_NS}")
     stages["pod running"] = ours.latencies
     log("B4 portal, from the 201 (p50 / p99 ms): " + ", ".join(
         f"{step} {_ms(v, 50):.0f} / {_ms(v, 99):.0f}" for step, v in stages.items()))  # fmt: skip

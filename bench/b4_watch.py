@@ -10,8 +10,10 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
+from kubernetes.client import ApiClient
+
 from bench.b1_sync import portal_client
-from deploy.localcluster import KubeApi
+from deploy.localcluster import kube
 from plugin.names import GPU_RESOURCE
 from tests.workloads_e2e.procs import wait_for
 from workloads.k8s.labels import UID_LABEL
@@ -84,8 +86,8 @@ def _gpus(spec: Obj) -> int:
     )
 
 
-def capacity_of(api: KubeApi) -> dict[str, int]:
-    nodes = api.get("/api/v1/nodes")["items"]
+def capacity_of(api: ApiClient) -> dict[str, int]:
+    nodes = kube.get(api, "/api/v1/nodes")["items"]
     return {n["metadata"]["name"]: int(n["status"]["capacity"].get(GPU_RESOURCE, 0)) for n in nodes}
 
 

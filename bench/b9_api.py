@@ -23,11 +23,13 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from kubernetes.client import ApiClient
+
 from bench.b1_sync import bare_pod, bench_cluster
 from bench.b9_seed import Seat, seed
 from bench.common import Profile, Result, log, percentile
 from bench.procs import server_env, start_web, wait_port
-from deploy.localcluster import KubeApi, bin_dir
+from deploy.localcluster import bin_dir, kube
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -84,15 +86,17 @@ def portal_call(port: int, seat: Seat) -> Call:
     return call
 
 
-def kube_call(api: KubeApi, namespaces: list[str], seed_: int) -> Call:
+def kube_call(api: ApiClient, namespaces: list[str], seed_: int) -> Call:
+    """The reference client: the body read as bytes, never decoded, as our side's client reads it. The
+    threads share one official client and each request takes a keep-alive connection from its pool."""
     rng = random.Random(seed_)
 
     def call(single: bool) -> None:
         ns = rng.choice(namespaces)
         if single:
-            api.raw("GET", f"/api/v1/namespaces/{ns}/pods/{ns}-pod-{rng.randrange(PODS_PER_NS)}")
+            kube.call(api, "GET", f"/api/v1/namespaces/{ns}/pods/{ns}-pod-{rng.randrange(PODS_PER_NS)}")
         else:
-            api.raw("GET", f"/api/v1/namespaces/{ns}/pods?limit=100")
+            kube.call(api, "GET", f"/api/v1/namespaces/{ns}/pods", query={"limit": "100"})
 
     return call
 
@@ -162,15 +166,15 @@ def query_counts(seat: Seat) -> tuple[int, int]:
     return counts[0], counts[1]
 
 
-def create_pods(api: KubeApi, count: int) -> list[str]:
+def create_pods(api: ApiClient, count: int) -> list[str]:
     from concurrent.futures import ThreadPoolExecutor
 
     namespaces = [f"b9-team-{i}" for i in range(max(1, count // PODS_PER_NS))]
     for ns in namespaces:
-        api.create_namespace(ns)
+        kube.create_namespace(api, ns)
     names = [(ns, f"{ns}-pod-{i}") for ns in namespaces for i in range(PODS_PER_NS)]
     with ThreadPoolExecutor(max_workers=8) as pool:
-        list(pool.map(lambda p: api.create(f"/api/v1/namespaces/{p[0]}/pods", bare_pod(p[1])), names))
+        list(pool.map(lambda p: kube.create(api, f"/api/v1/namespaces/{p[0]}/pods", bare_pod(p[1])), names))
     return namespaces
 
 
@@ -194,8 +198,7 @@ def _measure_portal(db_url: str, seats: list[Seat], size: Size, runs: int) -> Si
 
 def _measure_kube(size: Size, runs: int) -> Side:
     name = os.environ.get("GPUPORTAL_BENCH_CLUSTER", "gpuportal-bench")
-    with bench_cluster(name, size.kwok) as handle:
-        api = KubeApi(handle.kubeconfig)
+    with bench_cluster(name, size.kwok) as handle, handle.api() as api:
         t0 = time.monotonic()
         namespaces = create_pods(api, size.pods)
         log(f"B9: {size.pods} pods in {len(namespaces)} namespaces in {time.monotonic() - t0:.1f} s")
@@ -205,7 +208,7 @@ def _measure_kube(size: Size, runs: int) -> Side:
         calls = [kube_call(api, namespaces, i) for i in range(size.clients)]
         under = load(calls, size.seconds, size.interval)
         for ns in namespaces:
-            api.delete(f"/api/v1/namespaces/{ns}")
+            kube.delete(api, f"/api/v1/namespaces/{ns}")
     return Side(seq, under, kubectl)
 
 

@@ -1,7 +1,8 @@
 """The local Kubernetes control plane for tests and the demo (deploy/localcluster/README.md).
 
-A plain module: it never imports Django, and talks to the API server through its own small REST
-client (`kubeapi.KubeApi`) because the `kubernetes` package is confined to `workloads.k8s`.
+Development tooling, no part of the portal: it never imports Django or a portal app, and talks to the
+API server through the project's one Kubernetes client, the official `kubernetes` package
+(`kube.py`: an `ApiClient` for a kubeconfig, and calls by path on raw JSON).
 
     handle = start_cluster(name="gpuportal", nodes=2)   # kubeconfig at handle.kubeconfig
     ...
@@ -17,7 +18,6 @@ from deploy.localcluster.cluster import (
     stop_cluster,
     wait_api_ready,
 )
-from deploy.localcluster.kubeapi import KubeApi, KubeApiError
 from deploy.localcluster.nodes import GpuNodeSpec, ready_node_names, wait_nodes_ready
 from deploy.localcluster.paths import BinariesMissingError, bin_dir, build, missing_binaries, run_dir
 
@@ -26,8 +26,6 @@ __all__ = [
     "BinariesMissingError",
     "ClusterHandle",
     "GpuNodeSpec",
-    "KubeApi",
-    "KubeApiError",
     "bin_dir",
     "build",
     "create_gpu_nodes",

@@ -12,7 +12,7 @@ import sys
 import threading
 import time
 
-from deploy.localcluster import paths
+from deploy.localcluster import kube, paths
 from deploy.localcluster.cluster import (
     DEFAULT_NAME,
     ClusterHandle,
@@ -22,7 +22,6 @@ from deploy.localcluster.cluster import (
     start_cluster,
     stop_cluster,
 )
-from deploy.localcluster.kubeapi import KubeApi
 from deploy.localcluster.nodes import GpuNodeSpec, delete_nodes, node_names, ready_node_names
 from deploy.localcluster.realnode import real_node_with_plugin
 
@@ -76,11 +75,8 @@ def cmd_down(args: argparse.Namespace) -> None:
 
 def cmd_status(args: argparse.Namespace) -> None:
     handle = _require(args.name)
-    api = handle.api()
-    try:
+    with handle.api() as api:
         ready = len(ready_node_names(api))
-    finally:
-        api.close()
     rss = handle.rss_bytes()
     print(f"kubeconfig: {handle.kubeconfig}\nready nodes: {ready}")
     for comp, b in sorted(rss.items()):
@@ -99,10 +95,9 @@ def cmd_scale(args: argparse.Namespace) -> None:
         )
         _say(f"{args.nodes - have} nodes Ready in {secs:.1f} s")
     elif args.nodes < have:
-        api = KubeApi(handle.kubeconfig)
         t0 = time.monotonic()
-        delete_nodes(api, node_names(have - args.nodes, spec, start=args.nodes))
-        api.close()
+        with kube.connected(handle.kubeconfig) as api:
+            delete_nodes(api, node_names(have - args.nodes, spec, start=args.nodes))
         _say(f"deleted {have - args.nodes} nodes in {time.monotonic() - t0:.1f} s")
     save_handle(
         ClusterHandle(

@@ -21,14 +21,16 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import orjson
+from kubernetes import client
 
 import deploy.localcluster.paths as paths
+from deploy.localcluster import kube
 from deploy.localcluster.config import write_config
-from deploy.localcluster.kubeapi import KubeApi, KubeApiError
 from deploy.localcluster.nodes import GpuNodeSpec, create_nodes, wait_nodes_ready
 from plugin.names import SHARING_CONFIG_NAMESPACE
 
 DEFAULT_NAME = "gpuportal"
+PROBE_TIMEOUT_S = 5.0
 
 
 @dataclass(frozen=True)
@@ -46,8 +48,9 @@ class ClusterHandle:
     def workdir(self) -> Path:
         return kwok_workdir(self.run_dir) / "clusters" / self.name
 
-    def api(self) -> KubeApi:
-        return KubeApi(self.kubeconfig)
+    def api(self) -> contextlib.AbstractContextManager[client.ApiClient]:
+        """The official client for this cluster, closed at the end of the `with` block."""
+        return kube.connected(self.kubeconfig)
 
     def pids(self) -> dict[str, int]:
         return read_pids(self.workdir)
@@ -113,16 +116,18 @@ def _kwokctl(run_dir: Path, bin_dir: Path, *args: str, timeout: float = 180.0) -
         raise RuntimeError(f"kwokctl {' '.join(args[:2])} failed ({proc.returncode}):\n{proc.stderr[-4000:]}")
 
 
-def wait_api_ready(api: KubeApi, timeout: float = 120.0) -> None:
+def wait_api_ready(api: client.ApiClient, timeout: float = 120.0) -> None:
     """Poll /readyz, then wait for the default ServiceAccount that pod admission needs."""
+    core = client.CoreV1Api(api)
     deadline = time.monotonic() + timeout
     last: Exception | None = None
     while time.monotonic() < deadline:
         try:
-            api.raw("GET", "/readyz")
-            api.get("/api/v1/namespaces/default/serviceaccounts/default")
+            # Short probes: one that hangs is given up and tried again within the deadline.
+            kube.call(api, "GET", "/readyz", timeout=PROBE_TIMEOUT_S)
+            core.read_namespaced_service_account("default", "default", _request_timeout=PROBE_TIMEOUT_S)
             return
-        except (OSError, KubeApiError) as exc:
+        except kube.API_ERRORS as exc:
             last = exc
             time.sleep(0.5)
     raise TimeoutError(f"API server not ready after {timeout:.0f} s: {last}")
@@ -217,33 +222,28 @@ def start_cluster(
 def _add_nodes(
     kubeconfig: Path, count: int, spec: GpuNodeSpec | None, timeout: float, workdir: Path
 ) -> list[str]:
-    api = KubeApi(kubeconfig)
-    try:
-        wait_api_ready(api, timeout)
-        # The namespace of the GPU sharing ConfigMap, which the Helm chart makes on a real cluster:
-        # without it every sharing change from the admin fails on a fresh local cluster.
-        api.create("/api/v1/namespaces", {"metadata": {"name": SHARING_CONFIG_NAMESPACE}})
-        names = create_nodes(api, count, spec)
-        wait_nodes_ready(api, names, timeout)
-        return names
-    except TimeoutError as exc:
-        raise TimeoutError(f"{exc}{_dead_components(workdir)}") from exc
-    finally:
-        api.close()
+    with kube.connected(kubeconfig) as api:
+        try:
+            wait_api_ready(api, timeout)
+            # The namespace of the GPU sharing ConfigMap, which the Helm chart makes on a real cluster:
+            # without it every sharing change from the admin fails on a fresh local cluster.
+            kube.create(api, "/api/v1/namespaces", {"metadata": {"name": SHARING_CONFIG_NAMESPACE}})
+            names = create_nodes(api, count, spec)
+            wait_nodes_ready(api, names, timeout)
+            return names
+        except TimeoutError as exc:
+            raise TimeoutError(f"{exc}{_dead_components(workdir)}") from exc
 
 
 def create_gpu_nodes(
     kubeconfig: Path, count: int, spec: GpuNodeSpec | None = None, *, start: int = 0, timeout: float = 300.0
 ) -> tuple[list[str], float]:
     """Add `count` GPU nodes (names from index `start`), wait until Ready; returns names and seconds."""
-    api = KubeApi(kubeconfig)
-    try:
+    with kube.connected(kubeconfig) as api:
         t0 = time.monotonic()
         names = create_nodes(api, count, spec, start=start)
         wait_nodes_ready(api, names, timeout)
         return names, time.monotonic() - t0
-    finally:
-        api.close()
 
 
 def stop_cluster(name: str = DEFAULT_NAME, run_dir: Path | None = None) -> list[int]:

@@ -13,7 +13,10 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any
 
-from deploy.localcluster.kubeapi import JSON, KubeApi
+from kubernetes import client
+
+from deploy.localcluster import kube
+from deploy.localcluster.kube import JSON
 from plugin import names
 
 GPU = names.GPU_RESOURCE
@@ -81,18 +84,20 @@ def node_names(count: int, spec: GpuNodeSpec, start: int = 0) -> list[str]:
     return [f"{spec.name_prefix}{i}" for i in range(start, start + count)]
 
 
-def create_nodes(api: KubeApi, count: int, spec: GpuNodeSpec | None = None, *, start: int = 0) -> list[str]:
+def create_nodes(
+    api: client.ApiClient, count: int, spec: GpuNodeSpec | None = None, *, start: int = 0
+) -> list[str]:
     """Create nodes `<prefix><start>`..; existing ones are left as they are (idempotent)."""
     s = spec or GpuNodeSpec()
     names = node_names(count, s, start)
     with ThreadPoolExecutor(max_workers=8) as pool:
-        list(pool.map(lambda n: api.create("/api/v1/nodes", node_manifest(n, s)), names))
+        list(pool.map(lambda n: kube.create(api, "/api/v1/nodes", node_manifest(n, s)), names))
     return names
 
 
-def delete_nodes(api: KubeApi, names: list[str]) -> None:
+def delete_nodes(api: client.ApiClient, names: list[str]) -> None:
     with ThreadPoolExecutor(max_workers=8) as pool:
-        list(pool.map(lambda n: api.delete(f"/api/v1/nodes/{n}"), names))
+        list(pool.map(lambda n: kube.delete(api, f"/api/v1/nodes/{n}"), names))
 
 
 def _is_ready(node: dict[str, Any]) -> bool:
@@ -100,12 +105,14 @@ def _is_ready(node: dict[str, Any]) -> bool:
     return any(c.get("type") == "Ready" and c.get("status") == "True" for c in conds)
 
 
-def ready_node_names(api: KubeApi, selector: str = "type=kwok") -> set[str]:
+def ready_node_names(api: client.ApiClient, selector: str = "type=kwok") -> set[str]:
     # Paged, so a 1,000-node list stays a few small responses.
     names: set[str] = set()
     cont = ""
     while True:
-        page = api.get(f"/api/v1/nodes?labelSelector={selector}&limit=500&continue={cont}")
+        page = kube.get(
+            api, "/api/v1/nodes", query={"labelSelector": selector, "limit": "500", "continue": cont}
+        )
         names |= {n["metadata"]["name"] for n in page["items"] if _is_ready(n)}
         cont = page["metadata"].get("continue") or ""
         if not cont:
@@ -113,7 +120,7 @@ def ready_node_names(api: KubeApi, selector: str = "type=kwok") -> set[str]:
 
 
 def wait_nodes_ready(
-    api: KubeApi, names: list[str], timeout: float = 120.0, selector: str = "type=kwok"
+    api: client.ApiClient, names: list[str], timeout: float = 120.0, selector: str = "type=kwok"
 ) -> float:
     """Block until every named node (among those `selector` matches) is Ready; return the seconds."""
     start = time.monotonic()

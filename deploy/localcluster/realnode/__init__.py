@@ -23,8 +23,8 @@ from typing import IO
 
 import deploy.localcluster.hoststate as hoststate
 import deploy.localcluster.netns as netns
+from deploy.localcluster import kube
 from deploy.localcluster.cluster import ClusterHandle
-from deploy.localcluster.kubeapi import KubeApiError
 from deploy.localcluster.nodes import wait_nodes_ready
 from deploy.localcluster.paths import DEPLOY_DIR
 from deploy.localcluster.realnode import config as rc
@@ -70,7 +70,7 @@ class RealNode:
             if "kubelet" in self.procs:
                 _terminate(self.procs.pop("kubelet"))
             # After the kubelet, which would register the Node again.
-            with contextlib.suppress(OSError, KubeApiError):
+            with contextlib.suppress(*kube.API_ERRORS):
                 _delete_node_object(self)
             # The containers are the shims' children, in the node's new pod cgroups.
             hoststate.kill_cgroup_processes(hoststate.snapshot().cgroups - self.before.cgroups)
@@ -95,22 +95,20 @@ def start_real_node(cluster: ClusterHandle, name: str = DEFAULT_NODE, timeout: f
     dirs = rc.NodeDirs(cluster.run_dir / f"{cluster.name}-realnode" / name)
     node = RealNode(name, cluster, dirs, hoststate.snapshot(), _lock=lock)
     t0 = time.monotonic()
-    api = cluster.api()
     try:
-        _write_files(node, api.server)
-        node.procs["containerd"] = _spawn(
-            node, "containerd", ["containerd", "--config", str(dirs.containerd_config)]
-        )
-        _wait_for(lambda: _answers(node), timeout, "containerd to answer")
-        _load_images(node)
-        node.timings["containerd_s"] = round(time.monotonic() - t0, 2)
-        node.procs["kubelet"] = _spawn(node, "kubelet", _kubelet_argv(node))
-        wait_nodes_ready(api, [name], timeout, selector=f"{rc.REAL_NODE_LABEL}=true")
+        with cluster.api() as api:
+            _write_files(node, api.configuration.host)
+            node.procs["containerd"] = _spawn(
+                node, "containerd", ["containerd", "--config", str(dirs.containerd_config)]
+            )
+            _wait_for(lambda: _answers(node), timeout, "containerd to answer")
+            _load_images(node)
+            node.timings["containerd_s"] = round(time.monotonic() - t0, 2)
+            node.procs["kubelet"] = _spawn(node, "kubelet", _kubelet_argv(node))
+            wait_nodes_ready(api, [name], timeout, selector=f"{rc.REAL_NODE_LABEL}=true")
     except BaseException:
         node.stop()
         raise
-    finally:
-        api.close()
     node.timings["ready_s"] = round(time.monotonic() - t0, 2)
     return node
 
@@ -202,11 +200,8 @@ def _terminate(proc: subprocess.Popen[bytes], grace: float = 10.0) -> None:
 
 
 def _delete_node_object(node: RealNode) -> None:
-    api = node.cluster.api()
-    try:
-        api.delete(f"/api/v1/nodes/{node.name}")
-    finally:
-        api.close()
+    with node.cluster.api() as api:
+        kube.delete(api, f"/api/v1/nodes/{node.name}")
 
 
 def _kill_shims(dirs: rc.NodeDirs) -> None:
