@@ -9,7 +9,6 @@ Writes are idempotent by (GPU, ts): a retried batch stores nothing twice and cou
 
 from __future__ import annotations
 
-from collections.abc import Iterable
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from operator import attrgetter
@@ -17,7 +16,7 @@ from typing import Any
 
 import orjson
 from django.core.exceptions import PermissionDenied, ValidationError
-from django.db import DEFAULT_DB_ALIAS, connection, transaction
+from django.db import transaction
 from django.utils import timezone
 
 from gpu import app_settings, broadcast, counters, health, peaks, storage, wire
@@ -84,25 +83,8 @@ def _check_room(node: Node, gpus: dict[str, Gpu], new: list[str]) -> None:
         )
 
 
-# Every batch reads its node's GPUs: a fixed query read by a plain cursor into Gpu.from_db costs a
-# third of the ORM's compiled one, and half of a RawQuerySet, which maps its columns each time (B6).
-# Columns quoted: SQLite (the embedded demo) takes a bare "index" for its keyword.
-_GPU_FIELDS = [f.attname for f in Gpu._meta.concrete_fields]
-_GPU_COLUMNS = ", ".join('"' + f.column + '"' for f in Gpu._meta.concrete_fields)
-_NODE_GPUS = f'SELECT {_GPU_COLUMNS} FROM {Gpu._meta.db_table} WHERE node_id = %s ORDER BY "index"'  # noqa: S608
-
-
 def _node_gpus(node: Node) -> dict[str, Gpu]:
-    with connection.cursor() as cursor:
-        cursor.execute(_NODE_GPUS, [node.pk])
-        rows: Iterable[Any] = cursor.fetchall()
-    # The field converters a queryset would apply: SQLite's text datetimes and 0/1 booleans. Postgres
-    # needs none for these fields, so no compiler is built there (one per batch was 5 % of ingest).
-    if connection.vendor != "postgresql":
-        compiler = Gpu.objects.none().query.get_compiler(DEFAULT_DB_ALIAS)
-        columns = [f.get_col(Gpu._meta.db_table) for f in Gpu._meta.concrete_fields]
-        rows = compiler.apply_converters(rows, compiler.get_converters(columns))
-    return {gpu.uuid: gpu for gpu in (Gpu.from_db(DEFAULT_DB_ALIAS, _GPU_FIELDS, row) for row in rows)}
+    return {gpu.uuid: gpu for gpu in Gpu.objects.filter(node=node).order_by("index")}
 
 
 def _resolve_gpus(node: Node, samples: list[Sample]) -> dict[str, Gpu]:
