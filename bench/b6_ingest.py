@@ -29,9 +29,10 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 from urllib.parse import urlparse, urlunparse
 
-import orjson
+import msgspec
 
 from bench.common import Profile, Result, log
+from plugin.contract import GpuSample, IngestBatch, ProcessSample
 
 SIZES = {"ci": (100, 4, 60), "full": (1000, 4, 60)}  # nodes, GPUs per node, seconds of samples
 STEPS = {"ci": (10, 30, 100), "full": (100, 300, 1000)}  # nodes per step of `--sizes` (cost against size)
@@ -105,21 +106,43 @@ def _fleet(nodes: int, gpus: int) -> list[Any]:
     return tokens
 
 
-def _batches(tokens: list[Any], gpus: int, seconds: int, start: datetime) -> list[tuple[Any, dict[str, Any]]]:
+Batches = list[tuple[Any, IngestBatch[str]]]  # (node token, its batch)
+
+
+def _batches(tokens: list[Any], gpus: int, seconds: int, start: datetime) -> Batches:
     out = []
     for token in tokens:
         node = token.node.name
         samples = [
-            {"gpu_uuid": f"GPU-bench-{node[-4:]}-{i}", "ts": (start + timedelta(seconds=s)).isoformat(
-                timespec="milliseconds").replace("+00:00", "Z"), "util_gpu": (s * 7 + i) % 101,
-             "util_mem": s % 50, "mem_used_mib": 9000 + s, "mem_total_mib": 32768, "temp_c": 60.5,
-             "power_w": 300.25, "sm_clock_mhz": 2407, "mem_clock_mhz": 14001, "ecc_sbe": 0, "ecc_dbe": 0,
-             "xid": None, "processes": [{"pid": 4242, "mem_used_mib": 9000, "pod_uid": "u",
-                                         "pod_namespace": "gp-alpha", "pod_name": f"job-{i}-0",
-                                         "container": "main"}]}
-            for s in range(seconds) for i in range(gpus)
-        ]  # fmt: skip
-        out.append((token, {"node": node, "agent_version": "bench", "samples": samples}))
+            GpuSample(
+                gpu_uuid=f"GPU-bench-{node[-4:]}-{i}",
+                ts=(start + timedelta(seconds=s)).isoformat(timespec="milliseconds").replace("+00:00", "Z"),
+                util_gpu=(s * 7 + i) % 101,
+                util_mem=s % 50,
+                mem_used_mib=9000 + s,
+                mem_total_mib=32768,
+                temp_c=60.5,
+                power_w=300.25,
+                sm_clock_mhz=2407,
+                mem_clock_mhz=14001,
+                ecc_sbe=0,
+                ecc_dbe=0,
+                xid=None,
+                processes=[
+                    ProcessSample(
+                        pid=4242,
+                        mem_used_mib=9000,
+                        pod_uid="u",
+                        pod_namespace="gp-alpha",
+                        pod_name=f"job-{i}-0",
+                        container="main",
+                    )
+                ],
+            )
+            for s in range(seconds)
+            for i in range(gpus)
+        ]
+        out.append((token, IngestBatch(node=node, agent_version="bench", samples=samples)))
     return out
 
 
@@ -130,12 +153,12 @@ def _truncate() -> None:
         cursor.execute("TRUNCATE gpu_sample")
 
 
-def _time_ours(batches: list[tuple[Any, dict[str, Any]]]) -> tuple[float, int]:
+def _time_ours(batches: Batches) -> tuple[float, int]:
     from django.db import transaction
 
     from gpu.ingest import ingest_batch
 
-    bodies = [(token.node, orjson.dumps(body)) for token, body in batches]  # as the request carries it
+    bodies = [(token.node, msgspec.json.encode(body)) for token, body in batches]  # as the agent sends it
     rows = 0
     started = time.perf_counter()
     for node, body in bodies:
@@ -144,19 +167,19 @@ def _time_ours(batches: list[tuple[Any, dict[str, Any]]]) -> tuple[float, int]:
     return time.perf_counter() - started, rows
 
 
-def _rows(batches: list[tuple[Any, dict[str, Any]]]) -> list[list[Any]]:
-    """The same rows as storage tuples, batch by batch, prepared outside the timed region."""
-    import orjson
-
+def _rows(batches: Batches) -> list[list[Any]]:
+    """The same rows as the store writes them, batch by batch, prepared outside the timed region."""
+    from gpu import storage, wire
     from gpu.models import Gpu
 
     ids = dict(Gpu.objects.values_list("uuid", "id"))
-    return [[
-        (ids[s["gpu_uuid"]], datetime.fromisoformat(s["ts"]), s["util_gpu"], s["util_mem"], s["mem_used_mib"],
-         s["mem_total_mib"], s["temp_c"], s["power_w"], s["sm_clock_mhz"], s["mem_clock_mhz"], s["ecc_sbe"],
-         s["ecc_dbe"], s["xid"], orjson.dumps(s["processes"]).decode())
-        for s in body["samples"]
-    ] for _, body in batches]  # fmt: skip
+    decoded = [wire.read(msgspec.json.encode(body)) for _, body in batches]
+    return [[storage.row(ids[s.gpu_uuid], s) for s in batch.samples] for batch in decoded]
+
+
+def _as_text(rows: list[Any]) -> list[Any]:
+    """Rows for a text COPY: the JSON as text (the store's rows carry it as bytes, for binary)."""
+    return [tuple(v.decode() if isinstance(v, bytes) else v for v in row) for row in rows]
 
 
 def _copy(rows: list[Any]) -> None:
@@ -182,14 +205,13 @@ def _time_copy(batches: list[list[Any]]) -> float:
 
 
 def _time_binary_copy(batches: list[list[Any]]) -> float:
-    """A bare binary COPY per batch, through the store's own COPY (processes as bytes, made here untimed)."""
+    """A bare binary COPY per batch, through the store's own COPY."""
     from django.db import connection, transaction
 
     from gpu.storage import PostgresStore
 
-    binary = [[(*row[:13], row[13].encode()) for row in rows] for rows in batches]
     started = time.perf_counter()
-    for rows in binary:
+    for rows in batches:
         with transaction.atomic(), connection.cursor() as cursor:
             PostgresStore._copy(cursor, "gpu_sample", rows)
     return time.perf_counter() - started
@@ -210,24 +232,26 @@ def _time_bulk_create(batches: list[list[Any]]) -> float:
 
 
 def _day_rows(gpu_ids: list[int], day: datetime, per_gpu: int) -> list[Any]:
+    from gpu import storage
+
     step = 86_000 / per_gpu
+    idle = GpuSample(
+        gpu_uuid="GPU-day",
+        ts=day,
+        util_gpu=50,
+        util_mem=25,
+        mem_used_mib=9000,
+        mem_total_mib=32768,
+        temp_c=60.0,
+        power_w=300.0,
+        sm_clock_mhz=2407,
+        mem_clock_mhz=14001,
+        ecc_sbe=0,
+        ecc_dbe=0,
+        processes=[],
+    )
     return [
-        (
-            gid,
-            day + timedelta(seconds=k * step),
-            50,
-            25,
-            9000,
-            32768,
-            60.0,
-            300.0,
-            2407,
-            14001,
-            0,
-            0,
-            None,
-            None,
-        )
+        storage.row(gid, msgspec.structs.replace(idle, ts=day + timedelta(seconds=k * step)))
         for gid in gpu_ids
         for k in range(per_gpu)
     ]
@@ -289,6 +313,7 @@ def _measure(profile: Profile, nodes: int) -> dict[str, float]:
     store().ensure_partitions(start=start.date(), days=1)
     batches = _batches(tokens, gpus, seconds, start)
     rows = _rows(batches)
+    text = [_as_text(r) for r in rows]
     n = sum(len(r) for r in rows)
     log(f"B6: {n} rows = {nodes} nodes x {gpus} GPUs x {seconds} s, one batch per node")
     # The prepared batches are hundreds of thousands of objects no server holds; a web process
@@ -303,8 +328,8 @@ def _measure(profile: Profile, nodes: int) -> dict[str, float]:
         accepted.append(stored)
         return seconds
 
-    timers = {"ours": ours, "copy": lambda: _time_copy(rows), "binary": lambda: _time_binary_copy(rows),
-              "bulk": lambda: _time_bulk_create(rows)}  # fmt: skip
+    timers = {"ours": ours, "copy": lambda: _time_copy(text), "binary": lambda: _time_binary_copy(rows),
+              "bulk": lambda: _time_bulk_create(text)}  # fmt: skip
     rates = _timed_rounds(n, timers)
     assert accepted == [n] * ROUNDS, (accepted, n)
     # The retention day scales with the fleet: every GPU's samples of one day.

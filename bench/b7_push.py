@@ -31,6 +31,9 @@ from typing import Any, NamedTuple
 from bench import cpu as cpu_use
 from bench.common import Profile, Result, log, percentile
 from bench.procs import chart_web_pool, free_port, wait_port
+from gpu.frames import frame
+from gpu.messages import GpuFacts, GpuFrame
+from plugin.contract import GpuSample
 
 ROOT = Path(__file__).resolve().parent.parent
 PROFILES = {"ci": (200, 50, 10.0), "full": (1000, 1000, 15.0)}  # clients, nodes, seconds measured
@@ -41,13 +44,29 @@ LAYERS = {
 GPUS_PER_NODE = 4
 
 
-def _frame(node: str, index: int, ts: str) -> dict[str, Any]:
-    return {
-        "uuid": f"GPU-b7-{node}-{index}", "node": node, "index": index, "ts": ts, "util_gpu": 80,
-        "util_mem": 40, "mem_used_mib": 9000, "mem_total_mib": 32768, "temp_c": 70.0, "power_w": 400.0,
-        "sm_clock_mhz": 2407, "mem_clock_mhz": 14001, "xid": None, "health": "healthy",
-        "sharing_mode": "exclusive", "in_service": True, "processes": [],
-    }  # fmt: skip
+def _frame(node: str, index: int, ts: str) -> GpuFrame:
+    """A frame as ingest builds it, from the agent's sample (no Django: the bare fan-out uses it too)."""
+    uuid = f"GPU-b7-{node}-{index}"
+    sample = GpuSample(
+        gpu_uuid=uuid,
+        ts=ts,
+        util_gpu=80,
+        util_mem=40,
+        mem_used_mib=9000,
+        mem_total_mib=32768,
+        temp_c=70.0,
+        power_w=400.0,
+        sm_clock_mhz=2407,
+        mem_clock_mhz=14001,
+        ecc_sbe=0,
+        ecc_dbe=0,
+        xid=None,
+        processes=[],
+    )
+    facts = GpuFacts(
+        uuid=uuid, node=node, index=index, health="healthy", sharing_mode="exclusive", in_service=True
+    )
+    return frame(sample, facts)
 
 
 def _now_ts() -> str:
@@ -218,7 +237,7 @@ def _publisher(nodes: list[str], stop: threading.Event, seconds: float) -> None:
             return
         stop.wait(max(0.0, due - time.monotonic()))
         node, ts = nodes[k % len(nodes)], _now_ts()
-        broadcast.samples_published(node=node, frames=[_frame(node, i, ts) for i in range(GPUS_PER_NODE)])  # type: ignore[misc]
+        broadcast.samples_published(node=node, frames=[_frame(node, i, ts) for i in range(GPUS_PER_NODE)])
         k += 1
 
 

@@ -36,7 +36,8 @@ class IngestView(APIView):
     )
     def post(self, request: Request) -> Response:
         started = time.perf_counter()
-        body = request._request.read(app_settings.max_body_bytes() + 1)
+        stream = request.stream  # None for an empty body
+        body = stream.read(app_settings.max_body_bytes() + 1) if stream is not None else b""
         if len(body) > app_settings.max_body_bytes():
             raise refuse_unread("The batch is too large; send at most 5000 samples.")
         agent = request.user

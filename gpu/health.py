@@ -23,7 +23,7 @@ from django.db import connection
 from gpu import app_settings, services
 from gpu.choices import APPLICATION_XIDS, GpuEventKind, GpuHealth
 from gpu.models import Gpu, GpuEvent, Node
-from gpu.samples import Sample
+from gpu.wire import Sample
 
 LAST_SEEN_EVERY = timedelta(seconds=10)
 _GPU_SEEN = f"UPDATE {Gpu._meta.db_table} SET last_seen = %s WHERE id IN ({{marks}})"  # noqa: S608

@@ -1,7 +1,7 @@
 """Telemetry ingest: validate a node agent's batch, store it, mark events, push the newest frames.
 
-The wire shape is plugin/contract.py (docs/telemetry-contract.md); the portal never imports plugin/,
-so the shape is written out again in gpu/wire.py and checked there by msgspec in one pass. Validation
+The wire shape is declared once, in plugin/contract.py (docs/telemetry-contract.md), and checked by
+msgspec in one pass (gpu/wire.py); the stored row and the live frame are derived from it. Validation
 is all-or-nothing: the first bad field refuses the whole batch with a message naming it
 (`samples[3].util_gpu`), and nothing is written.
 Writes are idempotent by (GPU, ts): a retried batch stores nothing twice and counts duplicates.
@@ -9,42 +9,32 @@ Writes are idempotent by (GPU, ts): a retried batch stores nothing twice and cou
 
 from __future__ import annotations
 
-from collections.abc import Iterable
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from operator import attrgetter
 from typing import Any
 
-import msgspec
 import orjson
 from django.core.exceptions import PermissionDenied, ValidationError
-from django.db import DEFAULT_DB_ALIAS, connection, transaction
+from django.db import transaction
 from django.utils import timezone
 
-from gpu import app_settings, broadcast, counters, health, peaks, wire
+from gpu import app_settings, broadcast, counters, health, peaks, storage, wire
 from gpu.choices import SharingMode
-from gpu.messages import GpuFrame, ProcessFrame
+from gpu.frames import frame
 from gpu.models import Gpu, Node
-from gpu.samples import Process, Sample
-from gpu.storage import SampleRow, store
+from gpu.wire import Sample
 from plugin.names import GPU_RESOURCE
 
 ZERO = timedelta(0)
 _UTC = {UTC}  # msgspec decodes "Z" and "+00:00" to fixed offsets equal to it
 _TS = attrgetter("ts")
-# The stored `processes` column: every field the agent sent, encoded in C.
-_PROCESSES = msgspec.json.Encoder()
 
 
 @dataclass(frozen=True)
 class IngestResult:
     accepted: int
     duplicates: int
-
-
-def _process_frame(p: Process) -> ProcessFrame:
-    return {"pid": p.pid, "mem_used_mib": p.mem_used_mib, "pod_namespace": p.pod_namespace,
-            "pod_name": p.pod_name, "container": p.container}  # fmt: skip
 
 
 def _out_of_window(samples: list[Sample], *, now: datetime) -> ValidationError | None:
@@ -93,25 +83,8 @@ def _check_room(node: Node, gpus: dict[str, Gpu], new: list[str]) -> None:
         )
 
 
-# Every batch reads its node's GPUs: a fixed query read by a plain cursor into Gpu.from_db costs a
-# third of the ORM's compiled one, and half of a RawQuerySet, which maps its columns each time (B6).
-# Columns quoted: SQLite (the embedded demo) takes a bare "index" for its keyword.
-_GPU_FIELDS = [f.attname for f in Gpu._meta.concrete_fields]
-_GPU_COLUMNS = ", ".join('"' + f.column + '"' for f in Gpu._meta.concrete_fields)
-_NODE_GPUS = f'SELECT {_GPU_COLUMNS} FROM {Gpu._meta.db_table} WHERE node_id = %s ORDER BY "index"'  # noqa: S608
-
-
 def _node_gpus(node: Node) -> dict[str, Gpu]:
-    with connection.cursor() as cursor:
-        cursor.execute(_NODE_GPUS, [node.pk])
-        rows: Iterable[Any] = cursor.fetchall()
-    # The field converters a queryset would apply: SQLite's text datetimes and 0/1 booleans. Postgres
-    # needs none for these fields, so no compiler is built there (one per batch was 5 % of ingest).
-    if connection.vendor != "postgresql":
-        compiler = Gpu.objects.none().query.get_compiler(DEFAULT_DB_ALIAS)
-        columns = [f.get_col(Gpu._meta.db_table) for f in Gpu._meta.concrete_fields]
-        rows = compiler.apply_converters(rows, compiler.get_converters(columns))
-    return {gpu.uuid: gpu for gpu in (Gpu.from_db(DEFAULT_DB_ALIAS, _GPU_FIELDS, row) for row in rows)}
+    return {gpu.uuid: gpu for gpu in Gpu.objects.filter(node=node).order_by("index")}
 
 
 def _resolve_gpus(node: Node, samples: list[Sample]) -> dict[str, Gpu]:
@@ -130,24 +103,6 @@ def _resolve_gpus(node: Node, samples: list[Sample]) -> dict[str, Gpu]:
             node=node, index=next_index + offset, uuid=uuid, model=node.gpu_model, memory_mib=totals[uuid]
         )
     return gpus
-
-
-def _row(gpu_id: int, s: Sample) -> SampleRow:
-    procs = _PROCESSES.encode(s.processes) if s.processes else None
-    return (
-        gpu_id, s.ts, s.util_gpu, s.util_mem, s.mem_used_mib, s.mem_total_mib, s.temp_c, s.power_w,
-        s.sm_clock_mhz, s.mem_clock_mhz, s.ecc_sbe, s.ecc_dbe, s.xid, procs,
-    )  # fmt: skip
-
-
-def frame(gpu: Gpu, node: str, s: Sample) -> GpuFrame:
-    return GpuFrame(
-        uuid=gpu.uuid, node=node, index=gpu.index, ts=s.ts.isoformat().replace("+00:00", "Z"),
-        util_gpu=s.util_gpu, util_mem=s.util_mem, mem_used_mib=s.mem_used_mib, mem_total_mib=s.mem_total_mib,
-        temp_c=s.temp_c, power_w=s.power_w, sm_clock_mhz=s.sm_clock_mhz, mem_clock_mhz=s.mem_clock_mhz,
-        xid=s.xid, health=gpu.health, sharing_mode=gpu.sharing_mode, in_service=gpu.in_service,
-        processes=[_process_frame(p) for p in s.processes],
-    )  # fmt: skip
 
 
 def _latest(ordered: list[Sample]) -> dict[str, Sample]:
@@ -199,12 +154,12 @@ def _ingest(node: Node, raw: Any) -> IngestResult:
     unique = sorted({(s.gpu_uuid, s.ts): s for s in samples}.values(), key=_TS)
     with transaction.atomic(savepoint=False):
         gpus = _resolve_gpus(node, unique)
-        accepted = store().write([_row(gpus[s.gpu_uuid].pk, s) for s in unique])
+        accepted = storage.store().write([storage.row(gpus[s.gpu_uuid].pk, s) for s in unique])
         latest = _latest(unique)
         health.record(node=node, gpus=gpus, samples=unique, latest=latest, now=now)
         if readings := peaks.pod_readings(unique):  # per-job peaks and busy time (workloads listens)
             peaks.pod_readings_stored.send(sender=Node, readings=readings)
-    frames = [frame(gpus[uuid], node.name, s) for uuid, s in latest.items()]
+    frames = [frame(s, gpus[uuid].frame_facts(node.name)) for uuid, s in latest.items()]
     transaction.on_commit(lambda: broadcast.samples_published(node=node.name, frames=frames))
     return IngestResult(accepted=accepted, duplicates=len(samples) - accepted)
 

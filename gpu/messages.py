@@ -1,8 +1,9 @@
 """Every message the gpu app sends over the channel layer, as TypedDicts, so the sender and the consumers
 are type-checked against one shape.
 
-Only gpu/broadcast.py builds and sends them; consumers name their handlers after `type`
-(`gpu.samples` -> `gpu_samples`). Frames are small and flat so the browser can use them as-is.
+Only gpu/broadcast.py builds and sends them (gpu/frames.py builds the frames in them); consumers name
+their handlers after `type` (`gpu.samples` -> `gpu_samples`). Frames are small and flat so the browser
+can use them as-is.
 """
 
 from __future__ import annotations
@@ -11,32 +12,33 @@ from typing import Literal, TypedDict
 
 
 class ProcessFrame(TypedDict):
-    pid: int
-    mem_used_mib: int
+    """A process in a frame: the contract's ProcessSample as JSON, every field of it (gpu/frames.py).
+    Typed here: the two the portal reads to keep each tenant's processes apart."""
+
     pod_namespace: str | None
     pod_name: str | None
-    container: str | None
 
 
-class GpuFrame(TypedDict):
-    """The latest sample of one GPU plus what the portal knows about it."""
+class GpuFacts(TypedDict):
+    """What the portal adds to a sample in a frame: the GPU as it names it, and its state."""
 
     uuid: str
     node: str
     index: int
-    ts: str  # RFC 3339, from the agent
-    util_gpu: int
-    util_mem: int
-    mem_used_mib: int
-    mem_total_mib: int
-    temp_c: float
-    power_w: float
-    sm_clock_mhz: int
-    mem_clock_mhz: int
-    xid: int | None
     health: str
     sharing_mode: str
     in_service: bool
+
+
+class GpuFrame(GpuFacts):
+    """The latest sample of one GPU plus what the portal knows about it, built by gpu/frames.py.
+
+    It holds every field of the contract's sample but `gpu_uuid` (plugin/contract.py: GpuSample), as
+    JSON under its own name, which the browser reads; they are derived from the declaration and not
+    repeated here. Typed here: the sample's fields the portal's own code reads (a frame is a dict with
+    at least these keys)."""
+
+    ts: str  # RFC 3339, from the agent
     processes: list[ProcessFrame]
 
 

@@ -13,6 +13,7 @@ from django.db import models
 from django.utils import timezone
 
 from gpu.choices import GpuEventKind, GpuHealth, SharingMode
+from gpu.messages import GpuFacts
 from plugin.names import GPU_COUNT_LABEL, GPU_RESOURCE
 
 
@@ -139,6 +140,17 @@ class Gpu(models.Model):
         if not self.offered:
             entry["in_service"] = False
         return entry
+
+    def frame_facts(self, node: str) -> GpuFacts:
+        """What this GPU's live frame says beside its sample (gpu/frames.py); `node` its node's name."""
+        return GpuFacts(
+            uuid=self.uuid,
+            node=node,
+            index=self.index,
+            health=self.health,
+            sharing_mode=self.sharing_mode,
+            in_service=self.in_service,
+        )
 
 
 class GpuEvent(models.Model):

@@ -15,7 +15,8 @@ from typing import NamedTuple
 
 from django.dispatch import Signal
 
-from gpu.samples import Process, Sample
+from gpu.wire import Sample
+from plugin.contract import ProcessSample
 
 # A gap longer than this between two samples of one GPU is missing telemetry, not busy time.
 MAX_INTERVAL_S = 5.0
@@ -60,7 +61,7 @@ def pod_readings(samples: list[Sample]) -> list[PodReading]:
     return readings
 
 
-def _pod_memory(processes: list[Process]) -> Iterable[tuple[tuple[str, str], int]]:
+def _pod_memory(processes: list[ProcessSample]) -> Iterable[tuple[tuple[str, str], int]]:
     """Each pod's memory on the GPU: its processes' summed. One process (the common case) needs no sum."""
     if len(processes) == 1:
         p = processes[0]

@@ -6,6 +6,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
+import orjson
 from django.db import connection
 from django.db.models import Q, QuerySet
 from django.http import Http404
@@ -13,8 +14,10 @@ from django.utils import timezone
 
 from accounts.models import Project, User
 from accounts.selectors import is_operator
+from gpu import storage
 from gpu.choices import GpuHealth, SharingMode
-from gpu.messages import GpuFrame, ProcessFrame
+from gpu.frames import frame
+from gpu.messages import GpuFrame
 from gpu.models import Gpu, GpuEvent, GpuSample, Node
 
 LATEST_WITHIN = timedelta(seconds=30)
@@ -49,32 +52,18 @@ def user_namespaces(*, user: User) -> frozenset[str] | None:
     return frozenset(project.namespace for project in projects)
 
 
-def _frame(gpu: Gpu, sample: GpuSample) -> GpuFrame:
-    procs: list[ProcessFrame] = [
-        ProcessFrame(
-            pid=int(p.get("pid", 0)),
-            mem_used_mib=int(p.get("mem_used_mib", 0)),
-            pod_namespace=p.get("pod_namespace"),
-            pod_name=p.get("pod_name"),
-            container=p.get("container"),
-        )
-        for p in _processes(sample.processes)
-    ]
-    return GpuFrame(
-        uuid=gpu.uuid, node=gpu.node.name, index=gpu.index, ts=sample.ts.isoformat().replace("+00:00", "Z"),
-        util_gpu=sample.util_gpu, util_mem=sample.util_mem, mem_used_mib=sample.mem_used_mib,
-        mem_total_mib=sample.mem_total_mib, temp_c=sample.temp_c, power_w=sample.power_w,
-        sm_clock_mhz=sample.sm_clock_mhz, mem_clock_mhz=sample.mem_clock_mhz, xid=sample.xid,
-        health=gpu.health, sharing_mode=gpu.sharing_mode, in_service=gpu.in_service, processes=procs,
-    )  # fmt: skip
+def _frame(gpu: Gpu, row: GpuSample) -> GpuFrame:
+    """A stored sample's frame (the GPU's node selected with it): the same keys as ingest's."""
+    values = {name: getattr(row, name) for name in storage.COLUMNS[1:]}
+    for name in storage.JSON_COLUMNS:
+        values[name] = _json(values[name])
+    return frame(values, gpu.frame_facts(gpu.node.name))
 
 
-def _processes(value: Any) -> list[dict[str, Any]]:
-    if isinstance(value, str):  # SQLite keeps the JSON as text
-        import orjson
-
-        value = orjson.loads(value)
-    return list(value or [])
+def _json(value: Any) -> Any:
+    if isinstance(value, str):  # SQLite keeps JSON as text
+        return orjson.loads(value)
+    return [] if value is None else value  # an empty list is stored as NULL
 
 
 def latest_frames(*, gpus: list[Gpu], now: datetime | None = None) -> dict[str, GpuFrame]:

@@ -13,40 +13,65 @@ from __future__ import annotations
 import re
 from collections.abc import Sequence
 from datetime import UTC, date, datetime, timedelta
-from typing import Any, Protocol
+from operator import attrgetter
+from typing import Any, Protocol, cast
 
+import msgspec
 from django.db import DatabaseError, connection, transaction
+from msgspec import inspect
 from psycopg import adapt, postgres
 from psycopg.errors import CheckViolation, UniqueViolation
 from psycopg.pq import Format
 
-# (gpu_id, ts, util_gpu, util_mem, mem_used_mib, mem_total_mib, temp_c, power_w, sm_clock_mhz,
-#  mem_clock_mhz, ecc_sbe, ecc_dbe, xid, processes as JSON text in UTF-8)
-SampleRow = tuple[
-    int, datetime, int, int, int, int, float, float, int, int, int, int, int | None, bytes | None
-]
+from plugin.contract import GpuSample
 
-COLUMNS = (
-    "gpu_id",
-    "ts",
-    "util_gpu",
-    "util_mem",
-    "mem_used_mib",
-    "mem_total_mib",
-    "temp_c",
-    "power_w",
-    "sm_clock_mhz",
-    "mem_clock_mhz",
-    "ecc_sbe",
-    "ecc_dbe",
-    "xid",
-    "processes",
-)
+# The stored row is the contract's sample (plugin/contract.py), derived from its declaration: the GPU's
+# row id in place of its UUID, then every other field under its own name, its lists (the processes)
+# last, as JSON. The table is the migrations' (0002); gpu/tests/test_sample_fields.py reads its columns
+# from Postgres and fails when they and these disagree.
+_FIELD_TYPES = {
+    field.name: field.type
+    for field in cast("inspect.StructType", inspect.type_info(GpuSample[datetime])).fields
+    if field.name != "gpu_uuid"
+}
+_SCALARS = [name for name, t in _FIELD_TYPES.items() if not isinstance(t, inspect.ListType)]
+JSON_COLUMNS = [name for name, t in _FIELD_TYPES.items() if isinstance(t, inspect.ListType)]
+COLUMNS = ("gpu_id", *_SCALARS, *JSON_COLUMNS)
+SampleRow = tuple[Any, ...]  # values in COLUMNS order (row() makes one)
+
+
+def _pg_type(t: inspect.Type) -> str:
+    """A field's column type: an int the smallest Postgres integer that holds its bound, a float a
+    real (NVML reads no more precision), a list JSON."""
+    if isinstance(t, inspect.UnionType):  # `x | None`: a NULL column of x's type
+        (t,) = [member for member in t.types if not isinstance(member, inspect.NoneType)]
+    if isinstance(t, inspect.IntType):
+        top = t.le if t.le is not None else 1 << 63
+        return "int2" if top < 1 << 15 else "int4" if top < 1 << 31 else "int8"
+    by_kind = {
+        inspect.FloatType: "float4",
+        inspect.DateTimeType: "timestamptz",
+        inspect.ListType: "jsonb",
+        inspect.StrType: "text",
+        inspect.BoolType: "bool",
+    }
+    return by_kind[type(t)]
+
+
+# The columns' types for a binary COPY: Postgres then reads each value as it is stored, where a text
+# COPY parsed every timestamp and number (the same batches took 40 % less time).
+TYPES = ("int8", *(_pg_type(_FIELD_TYPES[name]) for name in COLUMNS[1:]))
 _COLS = ", ".join(COLUMNS)
-# The columns' types (migration 0002) for a binary COPY: Postgres then reads each value as it is
-# stored, where a text COPY parsed every timestamp and number (the same batches took 40 % less time, B6).
-_TYPES = ["int8", "timestamptz", "int2", "int2", "int4", "int4", "float4", "float4", "int4", "int4",
-          "int8", "int8", "int4", "jsonb"]  # fmt: skip
+_TS = COLUMNS.index("ts")  # the partition key
+_SCALAR_VALUES = attrgetter(*_SCALARS)
+_ENCODER = msgspec.json.Encoder()
+
+
+def row(gpu_id: int, sample: GpuSample[datetime]) -> SampleRow:
+    """The stored row of a decoded sample: its lists encoded once, in C (every field the agent sent),
+    NULL when empty."""
+    lists = [getattr(sample, name) for name in JSON_COLUMNS]
+    return (gpu_id, *_SCALAR_VALUES(sample), *[_ENCODER.encode(v) if v else None for v in lists])
 
 
 class _JsonText(adapt.Dumper):
@@ -89,13 +114,13 @@ class PostgresStore:
             return 0
         refused = self._copy_new(rows)
         if isinstance(refused, CheckViolation):  # no partition for a day of the batch (a new day, a backlog)
-            self._ensure_days({row[1].date() for row in rows})
+            self._ensure_days({row[_TS].date() for row in rows})
             refused = self._copy_new(rows)
         if refused is None:
             return len(rows)
         # A retried batch met the (gpu, ts) key: store only its new rows. The COPY stopped before
         # seeing them all, so their days may still lack a partition.
-        self._ensure_days({row[1].date() for row in rows})
+        self._ensure_days({row[_TS].date() for row in rows})
         return self._merge(rows)
 
     def _copy_new(self, rows: Sequence[SampleRow]) -> Exception | None:
@@ -133,7 +158,7 @@ class PostgresStore:
         raw = cursor.cursor
         raw.adapters.register_dumper(None, _JsonText)  # this cursor only: found by the jsonb oid below
         with raw.copy(f"COPY {table} ({_COLS}) FROM STDIN (FORMAT BINARY)") as copy:
-            copy.set_types(_TYPES)
+            copy.set_types(list(TYPES))
             for row in rows:
                 copy.write_row(row)
 
@@ -210,11 +235,16 @@ class SqliteStore:
 
 
 def _sqlite(row: SampleRow) -> list[Any]:
-    # Django keeps SQLite datetimes as naive UTC text; match it so ORM range filters compare right.
-    values: list[Any] = list(row)
-    values[1] = row[1].astimezone(UTC).replace(tzinfo=None).isoformat(" ")
-    values[13] = row[13].decode() if row[13] is not None else None  # JSON as text, as Django reads it
-    return values
+    """Django keeps SQLite datetimes as naive UTC text, and JSON as text; match it so the ORM reads them."""
+    return [_sqlite_value(kind, value) for kind, value in zip(TYPES, row, strict=True)]
+
+
+def _sqlite_value(kind: str, value: Any) -> Any:
+    if kind == "timestamptz":
+        return value.astimezone(UTC).replace(tzinfo=None).isoformat(" ")
+    if kind == "jsonb" and value is not None:
+        return value.decode()
+    return value
 
 
 def store() -> SampleStore:

@@ -27,7 +27,7 @@ BASE_PACKAGES=(python3.11 libstdc++6 ca-certificates tzdata)
 VENV=/opt/gpu-portal/venv
 APP_UID=10001
 # What the node image imports (plugin/ imports no Django); the versions come from requirements.lock.
-NODE_PACKAGES=(grpcio protobuf nvidia-ml-py httpx prometheus-client)
+NODE_PACKAGES=(grpcio protobuf nvidia-ml-py httpx msgspec prometheus-client)
 PORTAL_PATHS=(portal gpu accounts workloads plugin manage.py)
 NODE_PATHS=(plugin)
 SOURCE_URL=${GPUPORTAL_IMAGE_SOURCE:-https://github.com/gpu-portal/gpu-portal}

@@ -5,8 +5,12 @@ from __future__ import annotations
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from gpu import services
+import msgspec
+
+from gpu import services, wire
 from gpu.models import Gpu, Node
+from gpu.wire import Sample
+from plugin.contract import GpuSample
 from plugin.names import GPU_RESOURCE
 
 
@@ -66,6 +70,11 @@ def sample(
     }
     body.update(overrides)
     return body
+
+
+def decoded(sample: dict[str, Any]) -> Sample:
+    """A sample as ingest reads it."""
+    return msgspec.convert(sample, GpuSample[wire.Timestamp])
 
 
 def batch(node: str, samples: list[dict[str, Any]]) -> dict[str, Any]:

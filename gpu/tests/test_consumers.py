@@ -10,7 +10,8 @@ import pytest
 from asgiref.sync import sync_to_async
 
 from gpu import broadcast
-from gpu.ingest import frame, parse_batch
+from gpu.frames import frame
+from gpu.ingest import parse_batch
 from gpu.models import Gpu, Node
 from gpu.tests.factories import batch, make_gpus, make_node, sample
 from gpu.tests.ws import connect, receive_type
@@ -24,7 +25,7 @@ def publish(node: Node, gpus: list[Gpu], specs: list[dict[str, object]]) -> None
     now = datetime.now(UTC)
     body = batch(node.name, [sample(g.uuid, now, **s) for g, s in zip(gpus, specs, strict=True)])  # type: ignore[arg-type]
     _, samples = parse_batch(body, now=now)
-    frames = [frame(g, node.name, s) for g, s in zip(gpus, samples, strict=True)]
+    frames = [frame(s, g.frame_facts(node.name)) for g, s in zip(gpus, samples, strict=True)]
     broadcast.samples_published(node=node.name, frames=frames)
 
 

@@ -1,6 +1,6 @@
-"""What ingest reads and writes outside the samples, against the real Postgres: its own GPU query
-gives the same values as the ORM would, and the `last_seen` stamps are written when due, both in
-one statement, and not again within LAST_SEEN_EVERY."""
+"""What ingest reads and writes outside the samples, against the real Postgres: the node's GPUs it
+reads carry every field as stored, in index order, and the `last_seen` stamps are written when due,
+both in one statement, and not again within LAST_SEEN_EVERY."""
 
 from __future__ import annotations
 

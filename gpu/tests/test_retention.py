@@ -7,16 +7,16 @@ from datetime import UTC, datetime, timedelta
 import pytest
 from django.test import override_settings
 
-from gpu import retention
+from gpu import retention, storage
 from gpu.models import GpuRollup, GpuSample, Resolution
 from gpu.storage import SampleRow, partition_name, store
-from gpu.tests.factories import make_gpus, make_node
+from gpu.tests.factories import decoded, make_gpus, make_node, sample
 
 pytestmark = pytest.mark.django_db
 
 
 def row(gpu_id: int, ts: datetime, util: int = 40) -> SampleRow:
-    return (gpu_id, ts, util, 10, 1000, 32768, 50.0, 200.0, 2400, 14000, 0, 0, None, None)
+    return storage.row(gpu_id, decoded(sample("GPU-x", ts, util=util)))
 
 
 def test_partitions_are_created_ahead_and_dropped_whole_after_retention() -> None:

@@ -50,9 +50,9 @@ class Collector:
         self.errors = 0
         self.clock = UtcClock()
 
-    def poll(self) -> list[GpuSample]:
+    def poll(self) -> list[GpuSample[str]]:
         ts = self.clock.now()
-        samples: list[GpuSample] = []
+        samples: list[GpuSample[str]] = []
         procs_of: list[list[Any]] = []
         for i, h in enumerate(self.handles):
             try:
@@ -68,11 +68,11 @@ class Collector:
         if pids:
             attribute = self.attributor.attribute
             for sample, procs in zip(samples, procs_of, strict=True):
-                uuid = sample["gpu_uuid"]
-                sample["processes"] = [attribute(uuid, p.pid, _mib(p.usedGpuMemory)) for p in procs]
+                uuid = sample.gpu_uuid
+                sample.processes = [attribute(uuid, p.pid, _mib(p.usedGpuMemory)) for p in procs]
         return samples
 
-    def _read(self, ts: str, i: int, h: Any) -> tuple[GpuSample, list[Any]]:
+    def _read(self, ts: str, i: int, h: Any) -> tuple[GpuSample[str], list[Any]]:
         """One GPU's fields, straight into its sample: pynvml already answers Python ints."""
         lib = self.lib
         uuid = self.uuids[i]
@@ -81,24 +81,24 @@ class Collector:
             mem = lib.nvmlDeviceGetMemoryInfo(h, self._mem_version[i])
         except nvml.NVMLError as exc:
             mem = self._memory_v1(i, h, exc)
-        sample: GpuSample = {
-            "gpu_uuid": uuid,
-            "ts": ts,
-            "util_gpu": util.gpu,
-            "util_mem": util.memory,
-            "mem_used_mib": mem.used >> 20,
-            "mem_total_mib": mem.total >> 20,
-            "temp_c": float(lib.nvmlDeviceGetTemperature(h, nvml.TEMPERATURE_GPU)),
-            "power_w": lib.nvmlDeviceGetPowerUsage(h) / 1000,  # mW: already 3 decimals at most
-            "sm_clock_mhz": lib.nvmlDeviceGetClockInfo(h, nvml.CLOCK_SM),
-            "mem_clock_mhz": lib.nvmlDeviceGetClockInfo(h, nvml.CLOCK_MEM),
-            "ecc_sbe": 0,
-            "ecc_dbe": 0,
-            "xid": self._take_xid(uuid) if self._xids else None,  # read unlocked: a miss waits one poll
-            "processes": [],
-        }
+        sample = GpuSample(
+            gpu_uuid=uuid,
+            ts=ts,
+            util_gpu=util.gpu,
+            util_mem=util.memory,
+            mem_used_mib=mem.used >> 20,
+            mem_total_mib=mem.total >> 20,
+            temp_c=float(lib.nvmlDeviceGetTemperature(h, nvml.TEMPERATURE_GPU)),
+            power_w=lib.nvmlDeviceGetPowerUsage(h) / 1000,  # mW: already 3 decimals at most
+            sm_clock_mhz=lib.nvmlDeviceGetClockInfo(h, nvml.CLOCK_SM),
+            mem_clock_mhz=lib.nvmlDeviceGetClockInfo(h, nvml.CLOCK_MEM),
+            ecc_sbe=0,
+            ecc_dbe=0,
+            xid=self._take_xid(uuid) if self._xids else None,  # read unlocked: a miss waits one poll
+            processes=[],
+        )
         if i not in self._no_ecc:
-            sample["ecc_sbe"], sample["ecc_dbe"] = self._ecc(i, h)
+            sample.ecc_sbe, sample.ecc_dbe = self._ecc(i, h)
         return sample, lib.nvmlDeviceGetComputeRunningProcesses(h)
 
     def _memory_v1(self, i: int, h: Any, exc: nvml.NVMLError) -> Any:

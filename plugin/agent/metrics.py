@@ -34,17 +34,17 @@ class AgentMetrics:
         self.registry = CollectorRegistry()
         self.hostname = hostname
         self.names = names
-        self._latest: tuple[dict[str, int], list[GpuSample]] = ({}, [])
+        self._latest: tuple[dict[str, int], list[GpuSample[str]]] = ({}, [])
         self._last_xid: dict[str, int] = {}  # the last XID per GPU stays shown, as in dcgm-exporter
         self._buffer: SampleBuffer | None = None
         self.registry.register(self)
 
-    def update(self, index_of: dict[str, int], samples: list[GpuSample], buffer: SampleBuffer) -> None:
+    def update(self, index_of: dict[str, int], samples: list[GpuSample[str]], buffer: SampleBuffer) -> None:
         self._latest = (index_of, samples)
         self._buffer = buffer
         for s in samples:
-            if s["xid"] is not None:
-                self._last_xid[s["gpu_uuid"]] = s["xid"]
+            if s.xid is not None:
+                self._last_xid[s.gpu_uuid] = s.xid
 
     def collect(self) -> Iterator[Metric]:
         index_of, samples = self._latest
@@ -57,17 +57,17 @@ class AgentMetrics:
         )
         pod_mem: Counter[tuple[str, str, str, str]] = Counter()
         for s in samples:
-            i = index_of[s["gpu_uuid"]]
-            labels = [str(i), s["gpu_uuid"], f"nvidia{i}", self.names[i], self.hostname]
+            i = index_of[s.gpu_uuid]
+            labels = [str(i), s.gpu_uuid, f"nvidia{i}", self.names[i], self.hostname]
             for metric, (field, _) in DCGM_FIELDS.items():
-                families[metric].add_metric(labels, float(s[field]))  # type: ignore[literal-required]
-            fb_free.add_metric(labels, s["mem_total_mib"] - s["mem_used_mib"])
-            if s["gpu_uuid"] in self._last_xid:
-                xid.add_metric(labels, self._last_xid[s["gpu_uuid"]])
-            for p in s["processes"]:
-                if p["pod_name"]:
-                    key = (s["gpu_uuid"], p["pod_namespace"] or "", p["pod_name"], p["container"] or "")
-                    pod_mem[key] += p["mem_used_mib"]
+                families[metric].add_metric(labels, float(getattr(s, field)))
+            fb_free.add_metric(labels, s.mem_total_mib - s.mem_used_mib)
+            if s.gpu_uuid in self._last_xid:
+                xid.add_metric(labels, self._last_xid[s.gpu_uuid])
+            for p in s.processes:
+                if p.pod_name:
+                    key = (s.gpu_uuid, p.pod_namespace or "", p.pod_name, p.container or "")
+                    pod_mem[key] += p.mem_used_mib
         yield from families.values()
         yield fb_free
         yield xid

@@ -15,16 +15,18 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import httpx
+import msgspec
 
 from plugin.contract import INGEST_PATH, MAX_SAMPLES_PER_BATCH, GpuSample, IngestBatch
 
 log = logging.getLogger(__name__)
+_ENCODER = msgspec.json.Encoder()
 
 
 class SampleBuffer:
     def __init__(self, cap: int) -> None:
         self.cap = cap
-        self._q: deque[GpuSample] = deque()
+        self._q: deque[GpuSample[str]] = deque()
         self._lock = threading.Lock()
         self.dropped = 0
 
@@ -32,17 +34,17 @@ class SampleBuffer:
         with self._lock:
             return len(self._q)
 
-    def add(self, samples: list[GpuSample]) -> None:
+    def add(self, samples: list[GpuSample[str]]) -> None:
         with self._lock:
             self._q.extend(samples)
             if len(self._q) > self.cap:  # asked here: this runs on every poll
                 self._trim()
 
-    def take(self, n: int) -> list[GpuSample]:
+    def take(self, n: int) -> list[GpuSample[str]]:
         with self._lock:
             return [self._q.popleft() for _ in range(min(n, len(self._q)))]
 
-    def put_back(self, batch: list[GpuSample]) -> None:
+    def put_back(self, batch: list[GpuSample[str]]) -> None:
         with self._lock:
             self._q.extendleft(reversed(batch))
             self._trim()
@@ -108,10 +110,11 @@ class Sender:
         batch = self.buffer.take(MAX_SAMPLES_PER_BATCH)
         if not batch:
             return idle_s
-        body = IngestBatch(node=self.node, agent_version=self.agent_version, samples=batch)
+        body = _ENCODER.encode(IngestBatch(node=self.node, agent_version=self.agent_version, samples=batch))
         try:
-            headers = {"Authorization": f"Bearer {self.token()}"}  # fresh each time: tokens rotate
-            resp = self.client.post(self.url, json=body, headers=headers)
+            # The token is read fresh each time: tokens rotate.
+            headers = {"Authorization": f"Bearer {self.token()}", "Content-Type": "application/json"}
+            resp = self.client.post(self.url, content=body, headers=headers)
         except httpx.HTTPError as exc:
             return self._retry(batch, f"portal unreachable: {exc!r}")
         if resp.status_code == 200:
@@ -130,7 +133,7 @@ class Sender:
             return self._retry(batch, f"portal refused {what} ({resp.status_code}: {resp.text[:300]})")
         return self._retry(batch, f"portal answered {resp.status_code}")
 
-    def _retry(self, batch: list[GpuSample], why: str) -> float:
+    def _retry(self, batch: list[GpuSample[str]], why: str) -> float:
         self.buffer.put_back(batch)
         self.stats.failures += 1
         self.backoff = min(self.backoff_max_s, max(self.backoff_initial_s, self.backoff * 2))

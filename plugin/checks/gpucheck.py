@@ -162,7 +162,7 @@ TOLERANCES: dict[str, tuple[int, Callable[[float], float]]] = {
 
 
 def check_agent(report: Report, lib: nvml.NvmlLib) -> None:
-    samples = {s["gpu_uuid"]: s for s in Collector(lib, Attributor(Path("/proc"), None)).poll()}
+    samples = {s.gpu_uuid: s for s in Collector(lib, Attributor(Path("/proc"), None)).poll()}
     rows = [
         r.split(", ")
         for r in smi(f"--query-gpu={SMI_FIELDS}", "--format=csv,noheader,nounits").splitlines()
@@ -177,7 +177,7 @@ def check_agent(report: Report, lib: nvml.NvmlLib) -> None:
             if row[col].strip() in ("[N/A]", "[Not Supported]"):
                 print(f"[SKIP] {row[0]} {field}: nvidia-smi reports {row[col]}")
                 continue
-            ref, ours = float(row[col]), float(sample[field])  # type: ignore[literal-required]
+            ref, ours = float(row[col]), float(getattr(sample, field))
             report.check(
                 abs(ours - ref) <= tol(ref),
                 f"{row[0]} {field}",

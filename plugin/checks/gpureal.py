@@ -95,9 +95,9 @@ def check_agent_under_load(report: Report, lib: nvml.NvmlLib, uuid: str) -> None
         collector = Collector(lib, Attributor(Path("/proc"), None))
         utils, ours = [], {}
         for _ in range(5):
-            sample = next(s for s in collector.poll() if s["gpu_uuid"] == uuid)
-            utils.append(sample["util_gpu"])
-            ours = {p["pid"]: p["mem_used_mib"] for p in sample["processes"]}
+            sample = next(s for s in collector.poll() if s.gpu_uuid == uuid)
+            utils.append(sample.util_gpu)
+            ours = {p.pid: p.mem_used_mib for p in sample.processes}
             time.sleep(1.0)
         ref = compute_apps()
         print(f"agent processes {ours}; nvidia-smi compute apps {ref}; agent util {utils}")

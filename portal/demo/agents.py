@@ -8,8 +8,8 @@ tokens, so the cluster map, node pages and job panels come alive with no GPU.
 
 or `python -m portal.demo.agents --portal-url http://127.0.0.1:8000`. Samples are generated here
 rather than by plugin/'s simulated NVML + agent, because attributing processes to pods needs a
-kubelet PodResources socket that kwok nodes do not have; the wire format is the same
-(plugin/contract.py, docs/telemetry-contract.md).
+kubelet PodResources socket that kwok nodes do not have; the samples are the contract's own Structs,
+encoded as the agent encodes them (plugin/contract.py, docs/telemetry-contract.md).
 """
 
 from __future__ import annotations
@@ -20,26 +20,27 @@ import threading
 import zlib
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
-from typing import Any
 
 import httpx
+import msgspec
 from django.db import close_old_connections
 
 from gpu import services as gpu_services
 from gpu.models import Node
+from plugin.contract import INGEST_PATH, GpuSample, IngestBatch, ProcessSample
 from workloads.choices import JobState
 from workloads.models import Job
 
 log = logging.getLogger(__name__)
-INGEST_PATH = "/api/v1/ingest/samples"
 MEMORY_MIB = 32 * 1024
+_ENCODER = msgspec.json.Encoder()
 
 
 @dataclass
 class SimGpu:
     uuid: str
     util: float = 0.0
-    procs: list[dict[str, Any]] = field(default_factory=list)
+    procs: list[ProcessSample] = field(default_factory=list)
     xid: int | None = None  # reported once by the next sample (tests inject faults with it)
 
 
@@ -62,39 +63,39 @@ def assign(jobs: list[Job], gpus: list[SimGpu]) -> None:
         for index in wanted:
             share = (job.mps_slices or 4) / 8 if not job.gpus else 0.6
             gpus[index].procs.append(
-                {
-                    "pid": 1000 + zlib.crc32(pod.encode()) % 30000,
-                    "mem_used_mib": int(MEMORY_MIB * share * 0.8),
-                    "pod_uid": str(job.uid),
-                    "pod_namespace": job.namespace,
-                    "pod_name": pod,
-                    "container": "main",
-                }
+                ProcessSample(
+                    pid=1000 + zlib.crc32(pod.encode()) % 30000,
+                    mem_used_mib=int(MEMORY_MIB * share * 0.8),
+                    pod_uid=str(job.uid),
+                    pod_namespace=job.namespace,
+                    pod_name=pod,
+                    container="main",
+                )
             )
 
 
-def sample(gpu: SimGpu, now: datetime, rng: random.Random) -> dict[str, Any]:
+def sample(gpu: SimGpu, now: datetime, rng: random.Random) -> GpuSample[str]:
     target = 92.0 if gpu.procs else 1.0
     gpu.util = max(0.0, min(100.0, gpu.util + (target - gpu.util) * 0.3 + rng.uniform(-4, 4)))
     util = round(gpu.util)
-    used = 300 + sum(p["mem_used_mib"] for p in gpu.procs)
+    used = 300 + sum(p.mem_used_mib for p in gpu.procs)
     xid, gpu.xid = gpu.xid, None
-    return {
-        "gpu_uuid": gpu.uuid,
-        "ts": now.isoformat(timespec="milliseconds").replace("+00:00", "Z"),
-        "util_gpu": util,
-        "util_mem": util // 2,
-        "mem_used_mib": min(used, MEMORY_MIB),
-        "mem_total_mib": MEMORY_MIB,
-        "temp_c": round(34 + 0.45 * util + rng.uniform(-1, 1), 1),
-        "power_w": round(28 + 5.4 * util, 1),
-        "sm_clock_mhz": 2407 if util > 5 else 210,
-        "mem_clock_mhz": 14001 if util > 5 else 405,
-        "ecc_sbe": 0,
-        "ecc_dbe": 0,
-        "xid": xid,
-        "processes": list(gpu.procs),
-    }
+    return GpuSample(
+        gpu_uuid=gpu.uuid,
+        ts=now.isoformat(timespec="milliseconds").replace("+00:00", "Z"),
+        util_gpu=util,
+        util_mem=util // 2,
+        mem_used_mib=min(used, MEMORY_MIB),
+        mem_total_mib=MEMORY_MIB,
+        temp_c=round(34 + 0.45 * util + rng.uniform(-1, 1), 1),
+        power_w=round(28 + 5.4 * util, 1),
+        sm_clock_mhz=2407 if util > 5 else 210,
+        mem_clock_mhz=14001 if util > 5 else 405,
+        ecc_sbe=0,
+        ecc_dbe=0,
+        xid=xid,
+        processes=list(gpu.procs),
+    )
 
 
 class SimAgents:
@@ -125,15 +126,12 @@ class SimAgents:
         for name, gpus in self.gpus.items():
             jobs = list(Job.objects.select_related("project").filter(node=name, state=JobState.RUNNING))
             assign(jobs, gpus)
-            body = {
-                "node": name,
-                "agent_version": "sim-1",
-                "samples": [sample(g, now, self.rng) for g in gpus],
-            }
+            body = IngestBatch(
+                node=name, agent_version="sim-1", samples=[sample(g, now, self.rng) for g in gpus]
+            )
+            headers = {"Authorization": f"Bearer {self.tokens[name]}", "Content-Type": "application/json"}
             try:
-                response = client.post(
-                    self.url, json=body, headers={"Authorization": f"Bearer {self.tokens[name]}"}
-                )
+                response = client.post(self.url, content=_ENCODER.encode(body), headers=headers)
                 self.posted += 1 if response.status_code == 200 else 0
             except httpx.HTTPError as exc:
                 log.warning("sim agent %s: %s", name, exc)

@@ -26,7 +26,7 @@ def test_one_gpu_read_in_turn_is_eight_gpus_to_the_agent_and_the_bare_loop(tmp_p
     collector = Collector(eight, Attributor(tmp_path, None))
     samples = collector.poll()
     assert GPUS == 8
-    assert [s["gpu_uuid"] for s in samples] == [sim.gpus[0].uuid] * GPUS
+    assert [s.gpu_uuid for s in samples] == [sim.gpus[0].uuid] * GPUS
     assert len(reads) == GPUS
     assert len(_bare_poll(eight, collector.handles, _memory_version(eight, collector.handles[0]))) == GPUS
     assert len(reads) == 2 * GPUS

@@ -9,7 +9,8 @@ import pytest
 from asgiref.sync import sync_to_async
 
 from gpu import broadcast
-from gpu.ingest import frame, parse_batch
+from gpu.frames import frame
+from gpu.ingest import parse_batch
 from gpu.models import Gpu, Node
 from gpu.tests.factories import batch, make_gpus, make_node, sample
 from gpu.tests.ws import connect, receive_type
@@ -32,9 +33,8 @@ def publish(node: Node, gpus: list[Gpu], pods: list[tuple[str, str]]) -> None:
         sample(g.uuid, now, namespace=ns, pod=pod, util=70) for g, (ns, pod) in zip(gpus, pods, strict=True)
     ]
     _, samples = parse_batch(batch(node.name, raw), now=now)
-    broadcast.samples_published(
-        node=node.name, frames=[frame(g, node.name, s) for g, s in zip(gpus, samples, strict=True)]
-    )
+    frames = [frame(s, g.frame_facts(node.name)) for g, s in zip(gpus, samples, strict=True)]
+    broadcast.samples_published(node=node.name, frames=frames)
 
 
 async def test_members_see_only_their_jobs_gpus_and_processes(

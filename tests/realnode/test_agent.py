@@ -74,11 +74,11 @@ def test_the_agent_attributes_gpu_processes_to_their_pods(
             gpu.processes.clear()
         delete_pods(core, k8s_namespace, list(asks))  # the plugin tests after this need the GPUs free
 
-    seen = {p["pid"]: p for s in samples for p in s["processes"]}
+    seen = {p.pid: p for s in samples for p in s.processes}
     assert set(seen) == set(pods)
     for pid, (name, uid) in pods.items():
-        assert (seen[pid]["pod_namespace"], seen[pid]["pod_name"]) == (k8s_namespace, name)
-        assert (seen[pid]["container"], seen[pid]["pod_uid"]) == ("main", uid)
+        assert (seen[pid].pod_namespace, seen[pid].pod_name) == (k8s_namespace, name)
+        assert (seen[pid].container, seen[pid].pod_uid) == ("main", uid)
     shared = node_plugin.shared_uuid
-    on_shared = {p["pod_name"] for s in samples if s["gpu_uuid"] == shared for p in s["processes"]}
+    on_shared = {p.pod_name for s in samples if s.gpu_uuid == shared for p in s.processes}
     assert on_shared == {"slice-a", "slice-b"}

@@ -19,7 +19,9 @@ from django.test import Client
 
 from accounts.models import User
 from gpu import broadcast
+from gpu.frames import frame
 from gpu.messages import GpuFrame
+from plugin.contract import GpuSample, ProcessSample
 from portal.routing import websocket_urlpatterns
 from tests.fixtures.personas import World
 from tests.security.probes import WS_PROBES, WS_REFUSED, Victim
@@ -70,14 +72,30 @@ def socket(cookie: str, path: str, origin: str = "http://testserver") -> Websock
 
 def victim_frame(victim: Victim) -> GpuFrame:
     gpu = victim.extra["gpu"]
-    return GpuFrame(
-        uuid=gpu.uuid, node=gpu.node.name, index=gpu.index, ts="2026-01-01T00:00:00.000Z",
-        util_gpu=90, util_mem=50, mem_used_mib=1000, mem_total_mib=32768, temp_c=50.0, power_w=200.0,
-        sm_clock_mhz=1500, mem_clock_mhz=5000, xid=None, health="healthy", sharing_mode="exclusive",
-        in_service=True,
-        processes=[{"pid": 7, "mem_used_mib": 1000, "pod_namespace": victim.project.namespace,
-                    "pod_name": VICTIM_POD, "container": "main"}],
-    )  # fmt: skip
+    process = ProcessSample(
+        pid=7,
+        mem_used_mib=1000,
+        pod_namespace=victim.project.namespace,
+        pod_name=VICTIM_POD,
+        container="main",
+    )
+    sample = GpuSample(
+        gpu_uuid=gpu.uuid,
+        ts="2026-01-01T00:00:00.000Z",
+        util_gpu=90,
+        util_mem=50,
+        mem_used_mib=1000,
+        mem_total_mib=32768,
+        temp_c=50.0,
+        power_w=200.0,
+        sm_clock_mhz=1500,
+        mem_clock_mhz=5000,
+        ecc_sbe=0,
+        ecc_dbe=0,
+        xid=None,
+        processes=[process],
+    )
+    return frame(sample, gpu.frame_facts(gpu.node.name))
 
 
 async def received(communicator: WebsocketCommunicator, seconds: float) -> list[dict[str, Any]]:

@@ -69,9 +69,12 @@ class _InProcess:
     def __init__(self) -> None:
         self.client = APIClient()
 
-    def post(self, url: str, *, json: Any, headers: dict[str, str]) -> Any:
+    def post(self, url: str, *, content: bytes, headers: dict[str, str]) -> Any:
         return self.client.post(
-            urlparse(url).path, json, format="json", HTTP_AUTHORIZATION=headers["Authorization"]
+            urlparse(url).path,
+            content,
+            content_type=headers["Content-Type"],
+            HTTP_AUTHORIZATION=headers["Authorization"],
         )
 
 

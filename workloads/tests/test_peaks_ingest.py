@@ -15,8 +15,8 @@ from django.utils import timezone
 from rest_framework.test import APIClient
 
 from gpu.peaks import PodReading, pod_readings
-from gpu.samples import Process, Sample
 from gpu.tests.factories import batch, make_gpus, make_node, node_token, series
+from plugin.contract import GpuSample, ProcessSample
 from tests.fixtures.personas import World
 from workloads.choices import JobState
 from workloads.models import Job
@@ -94,10 +94,10 @@ def test_one_select_and_one_update_per_batch_however_many_samples(world: World) 
 
 def test_readings_sum_a_pods_processes_and_cap_gaps() -> None:
     t0 = datetime.now(UTC)
-    proc = Process(pid=1, mem_used_mib=100, pod_namespace="ns", pod_name="job-a-1", container="c")
+    proc = ProcessSample(pid=1, mem_used_mib=100, pod_namespace="ns", pod_name="job-a-1", container="c")
 
-    def at(ts: datetime, procs: list[Process]) -> Sample:
-        return Sample(gpu_uuid="GPU-0", ts=ts, util_gpu=30, util_mem=0, mem_used_mib=0, mem_total_mib=1000,
+    def at(ts: datetime, procs: list[ProcessSample]) -> GpuSample[datetime]:
+        return GpuSample(gpu_uuid="GPU-0", ts=ts, util_gpu=30, util_mem=0, mem_used_mib=0, mem_total_mib=1000,
                       temp_c=40.0, power_w=100.0, sm_clock_mhz=0, mem_clock_mhz=0, ecc_sbe=0, ecc_dbe=0,
                       processes=procs)  # fmt: skip
 

@@ -6,6 +6,7 @@ from pathlib import Path
 
 from plugin.agent.attribution import Attributor, pod_uid_from_cgroup
 from plugin.agent.collector import Collector
+from plugin.contract import ProcessSample
 from plugin.devices import RESOURCE_GPU, RESOURCE_SHARED
 from plugin.sim.kubelet import PodContainer, TestKubelet
 from plugin.sim.nvml import SimNvml
@@ -52,18 +53,18 @@ def test_processes_are_attributed_to_their_pods_even_on_a_shared_gpu(
 
     samples = Collector(sim, Attributor(proc, kubelet.pod_resources_socket)).poll()
 
-    got = {p["pid"]: p for s in samples for p in s["processes"]}
-    assert got[100] == {
-        "pid": 100,
-        "mem_used_mib": 4000,
-        "pod_uid": UID_A,
-        "pod_namespace": "team-a",
-        "pod_name": "nb-a",
-        "container": "main",
-    }
-    assert (got[200]["pod_uid"], got[200]["pod_name"], got[200]["container"]) == (UID_B, "nb-b", "work")
-    assert (got[300]["pod_uid"], got[300]["pod_name"]) == (UID_C, "train")  # exclusive GPU: one holder
-    assert got[400]["pod_uid"] is None
+    got = {p.pid: p for s in samples for p in s.processes}
+    assert got[100] == ProcessSample(
+        pid=100,
+        mem_used_mib=4000,
+        pod_uid=UID_A,
+        pod_namespace="team-a",
+        pod_name="nb-a",
+        container="main",
+    )
+    assert (got[200].pod_uid, got[200].pod_name, got[200].container) == (UID_B, "nb-b", "work")
+    assert (got[300].pod_uid, got[300].pod_name) == (UID_C, "train")  # exclusive GPU: one holder
+    assert got[400].pod_uid is None
 
 
 def test_without_the_env_a_shared_gpu_process_keeps_its_uid_but_no_guessed_pod(
@@ -78,5 +79,5 @@ def test_without_the_env_a_shared_gpu_process_keeps_its_uid_but_no_guessed_pod(
     _proc(short_dir / "proc", 7, f"0::/kubepods/pod{UID_A}/x\n", {})
     sim.add_process(shared, 7, 100)
     sample = Collector(sim, Attributor(short_dir / "proc", kubelet.pod_resources_socket)).poll()[0]
-    assert sample["processes"][0]["pod_uid"] == UID_A
-    assert sample["processes"][0]["pod_name"] is None
+    assert sample.processes[0].pod_uid == UID_A
+    assert sample.processes[0].pod_name is None

@@ -24,11 +24,11 @@ def test_a_sample_reports_memory_power_and_clocks_in_contract_units(tmp_path: Pa
     sim = SimNvml(call_cost_s=0)
     sim.note_allocation(sim.gpus[0].uuid, 1.0)
     sample = Collector(sim, Attributor(tmp_path, None)).poll()[0]
-    assert sample["mem_total_mib"] == 32768
-    assert sample["util_gpu"] == 90
-    assert sample["power_w"] == 575.0
-    assert (sample["sm_clock_mhz"], sample["mem_clock_mhz"]) == (2407, 14001)
-    assert sample["xid"] is None
+    assert sample.mem_total_mib == 32768
+    assert sample.util_gpu == 90
+    assert sample.power_w == 575.0
+    assert (sample.sm_clock_mhz, sample.mem_clock_mhz) == (2407, 14001)
+    assert sample.xid is None
 
 
 def test_an_xid_appears_in_the_next_sample_only(tmp_path: Path) -> None:
@@ -42,8 +42,8 @@ def test_an_xid_appears_in_the_next_sample_only(tmp_path: Path) -> None:
         deadline = time.monotonic() + 5
         while not collector._xids and time.monotonic() < deadline:
             time.sleep(0.02)
-        first = {s["gpu_uuid"]: s["xid"] for s in collector.poll()}
-        second = {s["gpu_uuid"]: s["xid"] for s in collector.poll()}
+        first = {s.gpu_uuid: s.xid for s in collector.poll()}
+        second = {s.gpu_uuid: s.xid for s in collector.poll()}
     finally:
         watcher.stop()
     assert first[sim.gpus[2].uuid] == 13
@@ -75,7 +75,7 @@ def _sim_with_reserved_memory() -> SimNvml:
 
 def test_memory_used_leaves_out_the_drivers_reservation_as_nvidia_smi_does(tmp_path: Path) -> None:
     sample = Collector(_sim_with_reserved_memory(), Attributor(tmp_path, None)).poll()[0]
-    assert sample["mem_used_mib"] == BASE_USED_MIB + 2048
+    assert sample.mem_used_mib == BASE_USED_MIB + 2048
 
 
 class _V1Only(SimNvml):
@@ -95,7 +95,7 @@ def test_without_the_v2_call_memory_comes_from_v1_and_v2_is_asked_once(tmp_path:
     sim.add_process(sim.gpus[0].uuid, 4242, 2048)
     collector = Collector(sim, Attributor(tmp_path, None))
     samples = [collector.poll()[0] for _ in range(3)]
-    assert [s["mem_used_mib"] for s in samples] == [BASE_USED_MIB + 2048] * 3
+    assert [s.mem_used_mib for s in samples] == [BASE_USED_MIB + 2048] * 3
     assert sim.v2_asked == 1
 
 
@@ -121,12 +121,12 @@ def test_metrics_hold_the_latest_poll_the_last_xid_and_each_pods_memory(tmp_path
     metrics = AgentMetrics("node-a", collector.names)
     buffer = SampleBuffer(1)
     first = collector.poll()
-    first[0]["xid"] = 79
-    first[0]["processes"] = [_proc(1, 100, "train"), _proc(2, 50, "train"), _proc(3, 7, None)]
+    first[0].xid = 79
+    first[0].processes = [_proc(1, 100, "train"), _proc(2, 50, "train"), _proc(3, 7, None)]
     buffer.add(first)  # 2 samples into a buffer of 1: one dropped
     metrics.update({u: i for i, u in enumerate(collector.uuids)}, first, buffer)
     second = collector.poll()
-    second[1]["util_gpu"] = 42
+    second[1].util_gpu = 42
     metrics.update({u: i for i, u in enumerate(collector.uuids)}, second, buffer)
     values = _values(metrics)
     gpu = [
@@ -144,7 +144,7 @@ def test_metrics_hold_the_latest_poll_the_last_xid_and_each_pods_memory(tmp_path
     assert values[("DCGM_FI_DEV_GPU_UTIL", gpu[1])] == 42
     assert values[("DCGM_FI_DEV_XID_ERRORS", gpu[0])] == 79  # kept after the sample that carried it
     assert ("DCGM_FI_DEV_XID_ERRORS", gpu[1]) not in values
-    assert values[("DCGM_FI_DEV_FB_FREE", gpu[0])] == second[0]["mem_total_mib"] - second[0]["mem_used_mib"]
+    assert values[("DCGM_FI_DEV_FB_FREE", gpu[0])] == second[0].mem_total_mib - second[0].mem_used_mib
     assert not any(name == "gpu_portal_pod_gpu_memory_used_mib" for name, _ in values)  # the pod has gone
     metrics.update({u: i for i, u in enumerate(collector.uuids)}, first, buffer)
     pod = frozenset(
