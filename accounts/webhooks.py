@@ -45,7 +45,7 @@ class WebhookFailed(Exception):
 
 
 def _allow_private() -> bool:
-    return bool(getattr(settings, "GPUPORTAL_WEBHOOK_ALLOW_PRIVATE", False))
+    return bool(settings.GPUPORTAL_WEBHOOK_ALLOW_PRIVATE)
 
 
 def check_url(url: str) -> None:

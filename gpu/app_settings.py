@@ -1,5 +1,5 @@
-"""The gpu app's tunables, read from Django settings at each call (so overridden settings apply), with safe
-defaults."""
+"""The gpu app's tunables, read from Django settings at each call (so overridden settings apply). Each
+is declared, with its default, in portal/settings/environment.py."""
 
 from __future__ import annotations
 
@@ -9,75 +9,70 @@ from django.core.exceptions import ImproperlyConfigured
 from plugin import names
 
 
-def _get(name: str, default: int | str) -> int | str:
-    value: int | str = getattr(settings, name, default)
-    return value
-
-
 def raw_retention_days() -> int:
     """Days of raw samples kept; older daily partitions are dropped whole."""
-    return int(_get("GPU_RAW_RETENTION_DAYS", 2))
+    return int(settings.GPU_RAW_RETENTION_DAYS)
 
 
 def partitions_ahead_days() -> int:
-    return int(_get("GPU_PARTITIONS_AHEAD_DAYS", 2))
+    return int(settings.GPU_PARTITIONS_AHEAD_DAYS)
 
 
 def rollup_minute_retention_days() -> int:
-    return int(_get("GPU_ROLLUP_MINUTE_RETENTION_DAYS", 30))
+    return int(settings.GPU_ROLLUP_MINUTE_RETENTION_DAYS)
 
 
 def rollup_hour_retention_days() -> int:
-    return int(_get("GPU_ROLLUP_HOUR_RETENTION_DAYS", 365))
+    return int(settings.GPU_ROLLUP_HOUR_RETENTION_DAYS)
 
 
 def max_batch() -> int:
     """Samples per ingest request (the agent contract's limit)."""
-    return int(_get("GPU_INGEST_MAX_SAMPLES", 5000))
+    return int(settings.GPU_INGEST_MAX_SAMPLES)
 
 
 def max_body_bytes() -> int:
-    return int(_get("GPU_INGEST_MAX_BYTES", 16 * 1024 * 1024))
+    return int(settings.GPU_INGEST_MAX_BYTES)
 
 
 def max_clock_skew_s() -> int:
     """A sample stamped further than this in the future is refused (agent clock wrong)."""
-    return int(_get("GPU_INGEST_MAX_SKEW_S", 300))
+    return int(settings.GPU_INGEST_MAX_SKEW_S)
 
 
 def push_interval_s() -> float:
     """About one frame per view and per group in this many seconds (broadcast.Coalescer: a 1 Hz source
     passes as is, a faster one is merged down to at most 1.25 frames per interval)."""
-    return float(_get("GPU_PUSH_INTERVAL_MS", 1000)) / 1000.0
+    return float(settings.GPU_PUSH_INTERVAL_MS) / 1000.0
 
 
 def metrics_token() -> str:
     """Bearer token for /metrics; empty means staff sessions only."""
-    return str(_get("GPU_METRICS_TOKEN", ""))
+    return str(settings.GPU_METRICS_TOKEN)
 
 
 def plugin_config_namespace() -> str:
-    return str(_get("GPU_PLUGIN_CONFIG_NAMESPACE", names.SHARING_CONFIG_NAMESPACE))
+    return str(settings.GPU_PLUGIN_CONFIG_NAMESPACE)
 
 
 def plugin_config_name() -> str:
     """The ConfigMap the node DaemonSet mounts (docs/plugin.md, the chart's templates/node.yaml)."""
-    return str(_get("GPU_PLUGIN_CONFIG_NAME", names.SHARING_CONFIG_NAME))
+    return names.SHARING_CONFIG_NAME
 
 
 def plugin_config_key() -> str:
-    return str(_get("GPU_PLUGIN_CONFIG_KEY", names.SHARING_CONFIG_KEY))
+    return names.SHARING_CONFIG_KEY
 
 
 def agent_token_audience() -> str:
     """The audience node agents project their ServiceAccount tokens for (and TokenReviews ask for)."""
-    return str(_get("GPUPORTAL_AGENT_TOKEN_AUDIENCE", "gpu-portal"))
+    return str(settings.GPUPORTAL_AGENT_TOKEN_AUDIENCE)
 
 
 def agent_service_accounts() -> frozenset[str]:
     """Usernames (`system:serviceaccount:<ns>:<name>`) of the ServiceAccounts node agents run as, from
     GPUPORTAL_AGENT_SERVICE_ACCOUNTS ("namespace:name" each); empty turns ServiceAccount sign-in off."""
-    entries: list[str] = list(getattr(settings, "GPUPORTAL_AGENT_SERVICE_ACCOUNTS", []) or [])
+    entries: list[str] = list(settings.GPUPORTAL_AGENT_SERVICE_ACCOUNTS or [])
     accounts = set()
     for entry in entries:
         namespace, _, name = entry.strip().partition(":")
@@ -90,16 +85,16 @@ def agent_service_accounts() -> frozenset[str]:
 def agent_token_reviewer() -> str:
     """Dotted path of `(token, audience) -> TokenReview status`; gpu never imports workloads, so the
     Kubernetes call is named here (like AUTHENTICATION_BACKENDS) and loaded when needed."""
-    return str(_get("GPUPORTAL_AGENT_TOKEN_REVIEWER", "workloads.k8s.tokenreview.review_token"))
+    return str(settings.GPUPORTAL_AGENT_TOKEN_REVIEWER)
 
 
 def agent_review_cache_s() -> float:
     """How long a positive TokenReview is reused (never past the token's own expiry)."""
-    return float(_get("GPUPORTAL_AGENT_REVIEW_CACHE_S", 60))
+    return float(settings.GPUPORTAL_AGENT_REVIEW_CACHE_S)
 
 
 def health_clean_seconds() -> float:
     """A GPU made unhealthy (or degraded) by telemetry returns to service by itself after this many
     seconds with no new critical XID or ECC error, at its next clean sample
     (GPUPORTAL_GPU_HEALTH_CLEAN_SECONDS)."""
-    return float(_get("GPUPORTAL_GPU_HEALTH_CLEAN_SECONDS", 300))
+    return float(settings.GPUPORTAL_GPU_HEALTH_CLEAN_SECONDS)

@@ -60,7 +60,7 @@ def _key() -> str:
 
 def _redis() -> redis.Redis | None:
     global _client
-    url = str(getattr(settings, "REDIS_URL", "") or "")
+    url = settings.REDIS_URL
     if not url:
         return None
     if _client is None or _client[0] != url:

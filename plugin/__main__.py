@@ -5,46 +5,18 @@ from __future__ import annotations
 import argparse
 import contextlib
 import logging
-import os
 import signal
 import sys
-from pathlib import Path
 
-from plugin import backend, mps, nvml
+from plugin import backend, environment, mps, nvml
 from plugin.daemon import PluginConfig, PluginDaemon
-from plugin.podresources import DEFAULT_SOCKET
-from plugin.registration import DEFAULT_PLUGIN_DIR
 from plugin.server import OnGrant
 from plugin.sim.nvml import SimNvml
 
 
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
-    env = os.environ.get
     p = argparse.ArgumentParser(prog="python -m plugin", description=__doc__)
-    backend.add_arguments(p)
-    p.add_argument(
-        "--plugin-dir", type=Path, default=Path(env("GPU_PORTAL_PLUGIN_DIR", str(DEFAULT_PLUGIN_DIR)))
-    )
-    p.add_argument("--config-file", type=Path, default=env("GPU_PORTAL_SHARING_CONFIG"))
-    p.add_argument("--slices-per-gpu", type=int, default=int(env("GPU_PORTAL_SLICES_PER_GPU", "4")))
-    p.add_argument(
-        "--default-mode", choices=["exclusive", "shared"], default=env("GPU_PORTAL_DEFAULT_MODE", "exclusive")
-    )
-    p.add_argument(
-        "--pod-resources-socket",
-        type=Path,
-        default=Path(env("GPU_PORTAL_POD_RESOURCES", str(DEFAULT_SOCKET))),
-    )
-    p.add_argument("--mps-root", type=Path, default=Path(env("GPU_PORTAL_MPS_ROOT", "/run/gpu-portal/mps")))
-    p.add_argument(
-        "--isolate-shm",
-        action=argparse.BooleanOptionalAction,
-        default=env("GPU_PORTAL_MPS_ISOLATE_SHM", "auto"),
-        help="each MPS daemon in its own mount namespace with the GPU's shm directory as /dev/shm "
-        "(needs CAP_SYS_ADMIN; default: on with real NVML, off simulated)",
-    )
-    p.add_argument("--recovery-s", type=float, default=float(env("GPU_PORTAL_RECOVERY_S", "300")))
-    p.add_argument("--log-level", default=env("GPU_PORTAL_LOG_LEVEL", "INFO"))
+    environment.add_options(p, environment.PROGRAMS[environment.PLUGIN])
     return p.parse_args(argv)
 
 

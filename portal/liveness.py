@@ -13,23 +13,23 @@ Set GPUPORTAL_WORKER_ALIVE_FILE to turn it on (the chart does, for the two Celer
 from __future__ import annotations
 
 import logging
-import os
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 from celery import bootsteps
+from django.conf import settings
 
 log = logging.getLogger(__name__)
 HEARTBEAT_S = 5.0
 STALE_S = 60
-ENV = "GPUPORTAL_WORKER_ALIVE_FILE"
+ENV = "GPUPORTAL_WORKER_ALIVE_FILE"  # declared in portal/settings/environment.py
 # What the chart's exec probe runs: plain sh and coreutils, no Python start-up every 10 s.
 LIVENESS_COMMAND = f'test $(( $(date +%s) - $(stat -c %Y "${ENV}") )) -lt {STALE_S}'
 
 
 def alive_file() -> Path | None:
-    path = os.environ.get(ENV, "")
+    path = settings.GPUPORTAL_WORKER_ALIVE_FILE
     return Path(path) if path else None
 
 

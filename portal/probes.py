@@ -33,7 +33,7 @@ def _database_ok() -> bool:
 
 
 def _redis_ok() -> bool:
-    url = getattr(settings, "REDIS_URL", "")
+    url = settings.REDIS_URL
     if not url:  # the embedded demo has no Redis
         return True
     try:

@@ -5,46 +5,22 @@ from __future__ import annotations
 import argparse
 import contextlib
 import logging
-import os
 import signal
-import socket
 import sys
-from pathlib import Path
 
 import httpx
 
-from plugin import VERSION, backend, nvml
+from plugin import VERSION, backend, environment, nvml
 from plugin.agent.attribution import Attributor
 from plugin.agent.collector import Collector
 from plugin.agent.metrics import AgentMetrics
 from plugin.agent.runner import Agent
 from plugin.agent.sender import SampleBuffer, Sender, TokenFile
-from plugin.podresources import DEFAULT_SOCKET
 
 
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
-    env = os.environ.get
     p = argparse.ArgumentParser(prog="python -m plugin.agent", description=__doc__)
-    backend.add_arguments(p)
-    p.add_argument("--portal-url", default=env("GPU_PORTAL_URL"), help="e.g. https://portal.example.org")
-    p.add_argument(
-        "--token-file",
-        type=Path,
-        default=env("GPU_PORTAL_TOKEN_FILE"),
-        help="node token or projected ServiceAccount token; read again before every send (tokens rotate)",
-    )
-    p.add_argument("--ca-file", default=env("GPU_PORTAL_CA_FILE"), help="CA bundle for the portal's TLS")
-    p.add_argument("--node-name", default=env("NODE_NAME", socket.gethostname()))
-    p.add_argument("--interval", type=float, default=float(env("GPU_PORTAL_INTERVAL", "1.0")))
-    p.add_argument("--metrics-port", type=int, default=int(env("GPU_PORTAL_METRICS_PORT", "9400")))
-    p.add_argument("--buffer-max", type=int, default=int(env("GPU_PORTAL_BUFFER_MAX", "100000")))
-    p.add_argument("--proc-root", type=Path, default=Path(env("GPU_PORTAL_PROC_ROOT", "/proc")))
-    p.add_argument(
-        "--pod-resources-socket",
-        type=Path,
-        default=Path(env("GPU_PORTAL_POD_RESOURCES", str(DEFAULT_SOCKET))),
-    )
-    p.add_argument("--log-level", default=env("GPU_PORTAL_LOG_LEVEL", "INFO"))
+    environment.add_options(p, environment.PROGRAMS[environment.AGENT])
     return p.parse_args(argv)
 
 

@@ -22,7 +22,7 @@ import pytest
 from tests.images import oci
 
 REPO = Path(__file__).resolve().parents[2]
-# Production settings (portal/settings.py): nothing listens on these ports, and nothing needs to for
+# Production settings (portal/settings/): nothing listens on these ports, and nothing needs to for
 # `check --deploy` or /healthz; /readyz would answer 503.
 PRODUCTION_ENV = {
     "GPUPORTAL_PRODUCTION": "1",

@@ -16,7 +16,7 @@ from typing import Any
 import pytest
 import requests
 
-from portal.settings_oidc import oidc_providers
+from portal.settings.oidc import oidc_providers
 
 REPO = Path(__file__).resolve().parents[2]
 CLIENT_ID, CLIENT_SECRET = "gpu-portal", "test-secret-not-for-production"

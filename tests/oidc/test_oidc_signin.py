@@ -18,7 +18,7 @@ from django.test import Client
 from pytest_django.fixtures import Settings
 
 from accounts.models import User
-from portal.settings_oidc import oidc_providers
+from portal.settings.oidc import oidc_providers
 from tests.fixtures.personas import make_user
 from tests.oidc.conftest import Provider
 

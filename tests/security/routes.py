@@ -20,7 +20,7 @@ from django.db.models import Model
 from django.urls import URLPattern, URLResolver, get_resolver, resolve
 
 from accounts.models import Membership
-from portal.settings_oidc import PROVIDER_ID
+from portal.settings.oidc import PROVIDER_ID
 from tests.security.populated import Populated
 
 Filler = Callable[[Populated], str]

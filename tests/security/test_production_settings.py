@@ -1,4 +1,4 @@
-"""What portal/settings.py makes of its environment, read in a fresh interpreter each time."""
+"""What the settings (portal/settings/) make of the environment, read in a fresh interpreter each time."""
 
 from __future__ import annotations
 

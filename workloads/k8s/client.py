@@ -64,7 +64,7 @@ class KubeClient(Protocol):
 
 
 def _load_api_client() -> k8s.ApiClient:
-    path = getattr(settings, "GPUPORTAL_KUBECONFIG", "")
+    path = settings.GPUPORTAL_KUBECONFIG
     if not path and os.environ.get("KUBERNETES_SERVICE_HOST"):
         configuration = k8s.Configuration()
         k8s_config.load_incluster_config(client_configuration=configuration)  # type: ignore[no-untyped-call]

@@ -10,7 +10,7 @@ from django.core.exceptions import ImproperlyConfigured
 from django.test import override_settings
 
 from accounts.models import Project
-from portal import settings_tunables as portal_settings
+from portal.settings import environment
 from tests.fixtures.personas import World
 from workloads.choices import TaskName
 from workloads.k8s import builders, paths
@@ -94,7 +94,6 @@ def test_without_one_the_worker_makes_the_namespace_itself(jobs_world: World) ->
 
 
 @pytest.mark.parametrize("raw", ["{not json", '["a:b"]', '{"role": ["no-colon"]}', '{"role": "a:b"}'])
-def test_malformed_bindings_stop_the_start(raw: str, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setenv("GPUPORTAL_TENANT_ROLE_BINDINGS", raw)
+def test_malformed_bindings_stop_the_start(raw: str) -> None:
     with pytest.raises(ImproperlyConfigured, match="GPUPORTAL_TENANT_ROLE_BINDINGS"):
-        portal_settings._tenant_role_bindings()
+        environment._tenant_role_bindings(raw)

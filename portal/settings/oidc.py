@@ -1,4 +1,4 @@
-"""OpenID Connect sign-in (allauth's openid_connect provider), configured from the environment.
+"""OpenID Connect sign-in (allauth's openid_connect provider), from the GPUPORTAL_OIDC_* variables.
 
 Off unless GPUPORTAL_OIDC_SERVER_URL is set. The provider's ID token must name this portal's client
 as its audience (allauth checks it). A provider user whose email the provider marks verified signs
@@ -13,35 +13,26 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
 
-import environ
 from django.core.exceptions import ImproperlyConfigured
 
 PROVIDER_ID = "oidc"
 
 
-def _secret(env: environ.Env) -> str:
-    path = env.str("GPUPORTAL_OIDC_CLIENT_SECRET_FILE", default="")
-    if path:
-        return Path(path).read_text().strip()
-    return str(env.str("GPUPORTAL_OIDC_CLIENT_SECRET", default=""))
-
-
-def socialaccount_providers(env: environ.Env) -> dict[str, Any]:
-    """SOCIALACCOUNT_PROVIDERS from the GPUPORTAL_OIDC_* environment, or {} when none is set."""
-    server_url = env.str("GPUPORTAL_OIDC_SERVER_URL", default="")
+def socialaccount_providers(
+    *, server_url: str, client_id: str, secret: str, secret_file: str, name: str
+) -> dict[str, Any]:
+    """SOCIALACCOUNT_PROVIDERS for the configured provider, or {} when none is. The secret comes from
+    its file when one is named (the file form suits Kubernetes Secrets)."""
     if not server_url:
         return {}
-    return oidc_providers(
-        server_url=server_url,
-        client_id=env.str("GPUPORTAL_OIDC_CLIENT_ID", default=""),
-        secret=_secret(env),
-        name=env.str("GPUPORTAL_OIDC_NAME", default="single sign-on"),
-    )
+    if secret_file:
+        secret = Path(secret_file).read_text().strip()
+    return oidc_providers(server_url=server_url, client_id=client_id, secret=secret, name=name)
 
 
-def form_action_origins(env: environ.Env) -> list[str]:
+def form_action_origins(server_url: str) -> list[str]:
     """The provider's origin, where the sign-in form's redirect goes (CSP form-action covers it)."""
-    parts = urlsplit(env.str("GPUPORTAL_OIDC_SERVER_URL", default=""))
+    parts = urlsplit(server_url)
     return [f"{parts.scheme}://{parts.netloc}"] if parts.scheme and parts.netloc else []
 
 
