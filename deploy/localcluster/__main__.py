@@ -12,7 +12,7 @@ import sys
 import threading
 import time
 
-from deploy.localcluster import kube, paths
+from deploy.localcluster import paths
 from deploy.localcluster.cluster import (
     DEFAULT_NAME,
     ClusterHandle,
@@ -96,7 +96,7 @@ def cmd_scale(args: argparse.Namespace) -> None:
         _say(f"{args.nodes - have} nodes Ready in {secs:.1f} s")
     elif args.nodes < have:
         t0 = time.monotonic()
-        with kube.connected(handle.kubeconfig) as api:
+        with handle.api() as api:
             delete_nodes(api, node_names(have - args.nodes, spec, start=args.nodes))
         _say(f"deleted {have - args.nodes} nodes in {time.monotonic() - t0:.1f} s")
     save_handle(
