@@ -10,7 +10,7 @@ export PATH := $(CURDIR)/$(BIN):$(PATH)
 
 .PHONY: demo test venv system-deps frontend services-up services-down lint typecheck layers pytest bench bench-report \
         cluster-build cluster-up cluster-down proto gpu-check gpu-check-real lock images oidc-provider soak pytest-realnode realnode-images \
-        screenshots
+        screenshots settings-docs
 
 include plugin/plugin.mk
 include deploy/localcluster/cluster.mk
@@ -127,6 +127,11 @@ screenshots: venv proto system-deps cluster-build images oidc-provider
 	source deploy/setup/services.sh env
 	bash deploy/setup/services.sh up
 	GPUPORTAL_SHOTS_DIR=$(CURDIR)/docs/img $(BIN)/python -m pytest $(SHOT_TESTS) $(PYTEST_ARGS)
+
+# The operator guide's settings tables, written from portal/settings/environment.py and plugin/environment.py
+# (tests/test_environment.py fails while they differ).
+settings-docs: venv proto
+	$(BIN)/python -m portal.settings.reference
 
 # REAL_NODE=1: also a real node running real containers (deploy/localcluster/README.md); the demo then
 # runs inside the run's own network namespace, and the host's 127.0.0.1:8000 is forwarded into it.
