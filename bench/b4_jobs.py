@@ -57,11 +57,12 @@ class KubeJobs:
     ) -> None:
         from accounts.models import Project, Quota
         from workloads.k8s import builders
+        from workloads.spec import JobSpec, Simulation
 
         self.api = api
         self.project = Project(id=PROJECT_ID, slug=JOBS_SLUG, name="B4 Jobs reference")
-        self.job_fields = {"image": image, "gpus": 1, "cpu_millicores": cpu_m, "memory_mib": memory_mi,
-                           "sim_run_seconds": hold_s}  # fmt: skip
+        hold = Simulation(run_seconds=hold_s)
+        self.spec = JobSpec(image=image, gpus=1, cpu_millicores=cpu_m, memory_mib=memory_mi, simulate=hold)
         quota = Quota(project=self.project, gpus=gpus, cpu_millicores=2 * gpus * cpu_m,
                       memory_mib=2 * gpus * memory_mi, max_concurrent_jobs=gpus)  # fmt: skip
         namespace = builders.build_namespace(self.project)
@@ -79,8 +80,8 @@ class KubeJobs:
         from workloads.k8s import builders
         from workloads.models import Job
 
-        job = Job(project=self.project, uid=uuid.uuid4(), **self.job_fields)
-        return str(job.uid), builders.build_job(job, simulation=True)
+        ids = builders.job_identity(Job(project=self.project, uid=uuid.uuid4()))
+        return str(ids.uid), builders.build_job(self.spec, ids, simulation=True)
 
     def submit(self, client: int, index: int) -> str:
         uid, body = self.manifest()

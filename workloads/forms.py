@@ -1,36 +1,27 @@
 """The submit form: plain text inputs turned into the typed request the API also accepts.
 
-The same form edits a template and a rerun: `spec_initial` turns a stored request back into its
-fields. Volumes are rows (volume, mount path, read-only) whose choices are the volumes of the
-projects the user may submit to; `clean` keeps each row to the chosen project's own volumes.
+Its spec fields are made from the spec's declaration (workloads.spec.form). The same form edits a
+template and a rerun: `spec_initial` turns a stored request back into its fields. Volumes are rows
+(volume, mount path, read-only) whose choices are the volumes of the projects the user may submit
+to; `clean` keeps each row to the chosen project's own volumes.
 """
 
 from __future__ import annotations
 
 import re
-import shlex
 from collections.abc import Mapping
 from typing import Any
 
 from django import forms
 
-from workloads.choices import Priority
+from workloads.spec.declaration import VolumeMount
+from workloads.spec.fields import field_of
+from workloads.spec.form import form_initial, form_request, spec_form_fields
 
 VOLUME_ROWS, MAX_VOLUME_ROWS = 2, 16
 _ROW_KEY = re.compile(r"^volume_(\d+)$")
 # project slug -> volume name -> only read-only mounts allowed
 Volumes = Mapping[str, Mapping[str, bool]]
-
-
-def _lines(text: str) -> list[str]:
-    return [line.strip() for line in text.splitlines() if line.strip()]
-
-
-def _split(text: str, what: str) -> list[str]:
-    try:
-        return shlex.split(text or "")
-    except ValueError as exc:
-        raise forms.ValidationError(f"Cannot split the {what}: {exc}") from exc
 
 
 def volume_rows(data: Mapping[str, Any] | None, initial: Mapping[str, Any]) -> int:
@@ -42,57 +33,15 @@ def volume_rows(data: Mapping[str, Any] | None, initial: Mapping[str, Any]) -> i
 
 def spec_initial(spec: Mapping[str, Any]) -> dict[str, Any]:
     """A stored request (template, job) as the form's initial values."""
-    data: dict[str, Any] = {k: v for k, v in spec.items() if k not in ("command", "args", "env", "volumes")}
-    data["command"] = shlex.join(spec.get("command") or [])
-    data["args"] = shlex.join(spec.get("args") or [])
-    data["env"] = "\n".join(f"{e['name']}={e['value']}" for e in spec.get("env") or [])
+    data = form_initial(spec)
     for i, volume in enumerate(spec.get("volumes") or []):
         data[f"volume_{i}"], data[f"mount_path_{i}"] = volume["volume"], volume["mount_path"]
         data[f"read_only_{i}"] = bool(volume.get("read_only"))
-    sim = data.pop("simulate", None) or {}
-    data["sim_run_seconds"], data["sim_exit_code"] = sim.get("run_seconds"), sim.get("exit_code")
     return data
 
 
 class SubmitForm(forms.Form):
     project = forms.ChoiceField(help_text="The project the job runs in (and whose quota it uses).")
-    name = forms.CharField(max_length=80, required=False, label="Job name")
-    image = forms.CharField(
-        max_length=300, help_text="From the project's allow-list, e.g. registry.example.com/team/train:1.0"
-    )
-    command = forms.CharField(
-        required=False, help_text="Command and arguments, shell-quoted (no shell runs it)."
-    )
-    args = forms.CharField(
-        required=False,
-        label="Arguments",
-        help_text="Passed to the image's entrypoint (or after the command), shell-quoted.",
-    )
-    env = forms.CharField(
-        widget=forms.Textarea(attrs={"rows": 3}),
-        required=False,
-        label="Environment",
-        help_text="NAME=value, one per line.",
-    )
-    gpus = forms.IntegerField(min_value=0, max_value=8, initial=1, label="GPUs")
-    gpu_type = forms.CharField(
-        max_length=80, required=False, label="GPU type", help_text="e.g. NVIDIA-GeForce-RTX-5090; empty: any."
-    )
-    mps_slices = forms.IntegerField(
-        min_value=0, initial=0, label="MPS slices", help_text="Instead of whole GPUs: MPS slices."
-    )
-    cpu_millicores = forms.IntegerField(min_value=100, initial=1000, label="CPU (millicores)")
-    memory_mib = forms.IntegerField(min_value=64, initial=4096, label="Memory (MiB)")
-    max_runtime_minutes = forms.IntegerField(min_value=1, initial=60, label="Longest run (minutes)")
-    priority = forms.ChoiceField(choices=Priority.choices, initial=Priority.NORMAL)
-    preemptible = forms.BooleanField(required=False)
-    interactive = forms.BooleanField(
-        required=False, help_text="A notebook or shell you work in: judged idle over a longer window."
-    )
-    sim_run_seconds = forms.IntegerField(required=False, min_value=0, label="Simulated run time (s)")
-    sim_exit_code = forms.IntegerField(
-        required=False, min_value=0, max_value=255, label="Simulated exit code"
-    )
 
     def __init__(
         self,
@@ -106,9 +55,7 @@ class SubmitForm(forms.Form):
         project_field = self.fields["project"]
         assert isinstance(project_field, forms.ChoiceField)  # noqa: S101 - declared above
         project_field.choices = projects
-        if not simulation:
-            del self.fields["sim_run_seconds"]
-            del self.fields["sim_exit_code"]
+        self.fields.update(spec_form_fields(simulation=simulation))
         self.volumes: Volumes = volumes or {}
         self.max_rows = MAX_VOLUME_ROWS
         self.rows = volume_rows(self.data if self.is_bound else None, self.initial)
@@ -117,18 +64,23 @@ class SubmitForm(forms.Form):
     def _add_volume_rows(self) -> None:
         names = sorted({name for per_project in self.volumes.values() for name in per_project})
         choices = [("", "none"), *((name, name) for name in names)]
+        volume, path = field_of(VolumeMount, "volume"), field_of(VolumeMount, "mount_path")
+        read_only = field_of(VolumeMount, "read_only")
         for i in range(self.rows):
             n = i + 1
             self.fields[f"volume_{i}"] = forms.ChoiceField(
                 choices=choices,
                 required=False,
-                label=f"Volume {n}",
+                label=f"{volume.title} {n}",
                 widget=forms.Select(attrs={"data-volume-row": i}),
             )
             self.fields[f"mount_path_{i}"] = forms.CharField(
-                max_length=250, required=False, label=f"Mount path {n}", help_text="e.g. /data"
+                max_length=path.max_length,
+                required=False,
+                label=f"{path.title} {n}",
+                help_text=path.hints.form_help or "",
             )
-            self.fields[f"read_only_{i}"] = forms.BooleanField(required=False, label=f"Read-only {n}")
+            self.fields[f"read_only_{i}"] = forms.BooleanField(required=False, label=f"{read_only.title} {n}")
 
     def main_fields(self) -> list[forms.BoundField]:
         return [
@@ -141,21 +93,6 @@ class SubmitForm(forms.Form):
         return [
             (self[f"volume_{i}"], self[f"mount_path_{i}"], self[f"read_only_{i}"]) for i in range(self.rows)
         ]
-
-    def clean_command(self) -> list[str]:
-        return _split(self.cleaned_data.get("command") or "", "command")
-
-    def clean_args(self) -> list[str]:
-        return _split(self.cleaned_data.get("args") or "", "arguments")
-
-    def clean_env(self) -> list[dict[str, str]]:
-        out = []
-        for line in _lines(self.cleaned_data.get("env") or ""):
-            name, sep, value = line.partition("=")
-            if not sep:
-                raise forms.ValidationError(f"{line[:40]!r}: write NAME=value.")
-            out.append({"name": name.strip(), "value": value})
-        return out
 
     def clean(self) -> dict[str, Any]:
         data = super().clean() or {}
@@ -181,12 +118,8 @@ class SubmitForm(forms.Form):
         return {"volume": name, "mount_path": path, "read_only": read_only}
 
     def spec(self) -> dict[str, Any]:
-        data = dict(self.cleaned_data)
-        data.pop("project")
-        run, code = data.pop("sim_run_seconds", None), data.pop("sim_exit_code", None)
-        if run is not None or code is not None:
-            data["simulate"] = {"run_seconds": run, "exit_code": code}
-        return data
+        """The request the form's fields make (the service parses it with the project's limits)."""
+        return {**form_request(self.cleaned_data), "volumes": self.cleaned_data["volumes"]}
 
 
 class TemplateForm(forms.Form):

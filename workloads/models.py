@@ -7,8 +7,10 @@ Concurrency: a job's `state` only moves through compare-and-swap updates in `wor
 
 from __future__ import annotations
 
+import functools
 import uuid
 from datetime import datetime
+from typing import Any
 
 from django.conf import settings
 from django.core.exceptions import ValidationError
@@ -25,6 +27,8 @@ from workloads.loading import FastLoad
 # imported from here.
 from workloads.models_project import ImageRule, JobTemplate, ProjectVolume, VolumeAccessMode
 from workloads.queue.fairshare import gpu_equivalent
+from workloads.spec import JobSpec, spec_from_values, spec_values
+from workloads.spec.fields import SPEC_FIELDS
 
 __all__ = [
     "GrantStatus",
@@ -51,7 +55,9 @@ class Job(FastLoad, models.Model):
     name = models.CharField(max_length=80, blank=True)
     rerun_of = models.ForeignKey("self", null=True, blank=True, on_delete=models.SET_NULL, related_name="+")
 
-    # The typed spec (validated by workloads.spec; never a raw pod spec).
+    # The typed spec (workloads.spec.JobSpec; never a raw pod spec): a field SQL reads (the queue, the
+    # accounting, the API's filters, the pages) has a column of its name, every other one is in
+    # `spec_rest`. `spec_columns` and `job_spec` map between the two; no field is listed here twice.
     image = models.CharField(max_length=300)
     command = models.JSONField(default=list, blank=True)
     args = models.JSONField(default=list, blank=True)
@@ -69,10 +75,8 @@ class Job(FastLoad, models.Model):
         default=False, help_text="A session someone works in (notebook, shell): the interactive idle window."
     )
     placement = models.CharField(max_length=12, choices=Placement.choices, default=Placement.ANY, blank=True)
-    # Simulation only (GPUPORTAL_JOB_SIMULATION): how long the simulated pod runs and how it exits.
-    sim_run_seconds = models.PositiveIntegerField(null=True, blank=True)
-    sim_exit_code = models.PositiveSmallIntegerField(
-        null=True, blank=True, validators=[MaxValueValidator(255)]
+    spec_rest = models.JSONField(
+        default=dict, blank=True, help_text="The spec's fields that have no column of their own."
     )
 
     state = models.CharField(max_length=12, choices=JobState.choices, default=JobState.QUEUED, db_index=True)
@@ -155,6 +159,23 @@ class Job(FastLoad, models.Model):
     def __str__(self) -> str:
         return self.name or self.k8s_name
 
+    @classmethod
+    def spec_column_names(cls) -> tuple[str, ...]:
+        """The spec's fields that have a column of their own, in the declaration's order."""
+        return _spec_column_names(cls)
+
+    @classmethod
+    def spec_columns(cls, spec: JobSpec) -> dict[str, Any]:
+        """The column values that store a spec: its own column per field where the Job has one, the
+        other fields in `spec_rest`."""
+        values, own = spec_values(spec), cls.spec_column_names()
+        columns = {name: value for name, value in values.items() if name in own}
+        return {**columns, "spec_rest": {k: v for k, v in values.items() if k not in own}}
+
+    def job_spec(self) -> JobSpec:
+        """The spec this row stores (reruns, templates, the Kubernetes Job)."""
+        return spec_from_values({**self.spec_rest, **{n: getattr(self, n) for n in self.spec_column_names()}})
+
     @property
     def k8s_name(self) -> str:
         """Deterministic, so a retried create answers 409 instead of making a second Job."""
@@ -180,6 +201,12 @@ class Job(FastLoad, models.Model):
     def gpu_equivalent(self) -> float:
         """Whole GPUs, or MPS slices as fractions of a GPU: the queue's own formula."""
         return gpu_equivalent(self.gpus, self.mps_slices, app_settings.mps_slices_per_gpu())
+
+
+@functools.cache
+def _spec_column_names(model: type[models.Model]) -> tuple[str, ...]:
+    columns = {f.name for f in model._meta.concrete_fields}
+    return tuple(f.name for f in SPEC_FIELDS if f.name in columns)
 
 
 class JobEvent(models.Model):

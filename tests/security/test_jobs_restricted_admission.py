@@ -20,17 +20,20 @@ from workloads.k8s.client import RealKubeClient
 from workloads.k8s.errors import K8sError
 from workloads.models import Job, ProjectVolume
 from workloads.services.cluster_sync import namespace_sync
-from workloads.spec import SpecLimits, parse_spec
+from workloads.spec import JobSpec, SpecLimits, parse_spec
 
 pytestmark = [pytest.mark.cluster, pytest.mark.django_db]
+MAXIMA = {
+    "gpus": 8,
+    "mps_slices": 8,
+    "cpu_millicores": 16000,
+    "memory_mib": 65536,
+    "max_runtime_minutes": 600,
+}
 LIMITS = SpecLimits(
     images=frozenset({("registry.example.com", "team/train")}),
     volumes={"data": False},
-    max_gpus=8,
-    max_mps_slices=8,
-    max_cpu_millicores=16000,
-    max_memory_mib=65536,
-    max_runtime_minutes=600,
+    maxima=MAXIMA,
     simulation=True,
 )
 names = st.from_regex(r"[A-Z_][A-Z0-9_]{0,20}", fullmatch=True).filter(
@@ -106,9 +109,9 @@ def test_every_accepted_request_renders_an_admissible_pod(
     data: dict[str, Any], restricted: Project, kube: RealKubeClient
 ) -> None:
     spec = parse_spec(data, LIMITS)
-    job = Job(project=restricted, **spec.as_fields())
+    ids = builders.job_identity(Job(project=restricted))
     claims = {"data": ProjectVolume(name="data", claim_name="data-claim")}
-    manifest = builders.build_job(job, claims=claims, simulation=True)
+    manifest = builders.build_job(spec, ids, claims=claims, simulation=True)
     kube.create(paths.jobs(restricted.namespace), manifest, dry_run=True)
     kube.create(paths.pods(restricted.namespace), as_pod(manifest), dry_run=True)
 
@@ -148,8 +151,8 @@ def test_the_cluster_refuses_hostile_pods_directly(
     label: str,
     patch: dict[str, Any],
 ) -> None:
-    job = Job(project=restricted, image="registry.example.com/team/train:1")
-    pod = as_pod(builders.build_job(job, simulation=False))
+    spec = JobSpec(image="registry.example.com/team/train:1")
+    pod = as_pod(builders.build_job(spec, builders.job_identity(Job(project=restricted)), simulation=False))
     _merge(pod["spec"], patch)
     with pytest.raises(K8sError) as info:
         kube.create(paths.pods(restricted.namespace), pod, dry_run=True)

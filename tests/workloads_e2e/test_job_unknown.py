@@ -94,7 +94,10 @@ def test_an_unknown_job_whose_job_shows_up_again_is_running_again(
     assert quota_usage(project=cluster_world.alpha)["gpus"] == 1
     # As a restored API server would have it: the same Job, suspended as first made. The reconcile
     # must not leave it suspended under an unknown job (it may be running).
-    assert kube.create(paths.jobs(job.namespace), builders.build_job(job)) is not None
+    assert (
+        kube.create(paths.jobs(job.namespace), builders.build_job(job.job_spec(), builders.job_identity(job)))
+        is not None
+    )
     drive(job, {JobState.RUNNING})
     assert job.started_at == started
     assert transitions(job)[-3:] == ["running", "unknown", "running"]

@@ -74,7 +74,9 @@ def test_two_projects_mps_jobs_never_share_a_node_and_run_as_their_own_uid(
         pod_a, pod_b = _bound_pod(kube, a), _bound_pod(kube, b)
         assert (pod_a["spec"]["nodeName"], pod_b["spec"]["nodeName"]) == (a.planned_node, b.planned_node)
         cluster_job = kube.get(paths.job(a.namespace, a.k8s_name)) or {}
-        assert cluster_job["spec"]["template"]["spec"]["affinity"] == builders.pod_affinity(a)
+        assert cluster_job["spec"]["template"]["spec"]["affinity"] == builders.pod_affinity(
+            a.job_spec(), builders.job_identity(a)
+        )
 
         states = node_states(live_cluster(kube), reserved={}, slices_per_gpu=4)
         held = {n.name: dict(n.slice_tenants) for n in states}

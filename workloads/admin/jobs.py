@@ -5,12 +5,14 @@ from __future__ import annotations
 
 from typing import Any
 
+import msgspec
 from django import forms
 from django.contrib import admin, messages
 from django.core.exceptions import PermissionDenied, ValidationError
 from django.db.models import QuerySet
 from django.http import HttpRequest, HttpResponse
 from django.utils import timezone
+from django.utils.html import format_html
 
 from accounts.admin import AuditedAdmin
 from accounts.models import User
@@ -38,6 +40,9 @@ class JobEventInline(admin.TabularInline):  # type: ignore[type-arg]
         return False
 
 
+_SPEC_STORAGE = frozenset({*Job.spec_column_names(), "spec_rest"})
+
+
 @admin.register(Job)
 class JobAdmin(AuditedAdmin):
     list_display = (
@@ -57,13 +62,24 @@ class JobAdmin(AuditedAdmin):
     list_select_related = ("project", "owner")
     inlines = [JobEventInline]
     actions = ["cancel_jobs", "export_gpu_hours"]
-    readonly_fields = [f.name for f in Job._meta.fields]
+    # The row, then the job's spec as one object: every field of workloads.spec.JobSpec, whether it
+    # has a column of its own or is kept in `spec_rest`.
+    readonly_fields = ["spec", *(f.name for f in Job._meta.fields)]
+    fieldsets = [
+        (None, {"fields": [f.name for f in Job._meta.fields if f.name not in _SPEC_STORAGE]}),
+        ("Spec", {"fields": ["spec"]}),
+    ]
 
     def has_add_permission(self, request: HttpRequest) -> bool:
         return False  # jobs are submitted through the portal or the API, never typed in here
 
     def has_change_permission(self, request: HttpRequest, obj: Any = None) -> bool:
         return False
+
+    @admin.display(description="Spec")
+    def spec(self, job: Job) -> str:
+        text = msgspec.json.format(msgspec.json.encode(job.job_spec()), indent=2).decode()
+        return format_html("<pre>{}</pre>", text)
 
     @admin.action(description="Cancel the selected jobs")
     def cancel_jobs(self, request: HttpRequest, queryset: QuerySet[Job]) -> None:

@@ -1,8 +1,9 @@
 """What the jobs and templates API sends, and the typed spec it documents for what it takes.
 
 The spec serializers only document: the services parse every body themselves, strictly
-(workloads.spec.parse_spec), with the project's limits. The bounds written here are the ones the
-parser applies whatever the project; the project's quota narrows the maxima further.
+(workloads.spec.parse_spec), with the project's limits. They are made from the spec's declaration
+(workloads.spec.schema), so their bounds are the parser's whatever the project; the project's quota
+narrows the maxima further.
 """
 
 from __future__ import annotations
@@ -11,25 +12,16 @@ from datetime import datetime, tzinfo
 from typing import Any
 
 from django.utils import timezone
-from drf_spectacular.utils import extend_schema_field, inline_serializer
+from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
 
 from accounts.models import Project
-from workloads import accounting, app_settings, selectors
+from workloads import accounting, selectors
 from workloads.api.idle import IdleSerializer, idle_of
 from workloads.api.rightsizing import RightsizingSerializer, plan_of, rightsizing_of
-from workloads.choices import Priority
 from workloads.messages import QueueSummary
 from workloads.models import Job, JobEvent, JobTemplate
-from workloads.spec import GPU_TYPE, MOUNT_PATH
-
-INT_MAX = 2**31 - 1  # the stored quota fields' ceiling; a project's quota is the real one
-QUOTA = "At most the project's quota (`quota.{}` of GET /api/v1/projects/{{slug}}/)."
-IMAGE_HELP = (
-    "A full reference registry/repository[:tag][@sha256:digest]. Only images on the project's "
-    "allow-list (exact registry and repository, set by operators) are accepted; a refused image's "
-    "error names the allowed ones."
-)
+from workloads.spec.schema import spec_serializer
 
 
 class QueueSummarySerializer(serializers.Serializer[Any]):
@@ -43,91 +35,11 @@ class QueueSummarySerializer(serializers.Serializer[Any]):
     text = serializers.CharField(help_text="The whole summary as one line, as the pages show it.")
 
 
-class EnvVarSerializer(serializers.Serializer[Any]):
-    rejects_unknown_fields = True  # the schema says so (portal.api.schema)
-
-    name = serializers.RegexField(
-        r"^[A-Za-z_][A-Za-z0-9_]*$",
-        max_length=128,
-        help_text="Letters, digits and '_'; KUBERNETES_, NVIDIA_ and CUDA_ names are reserved.",
-    )
-    value = serializers.CharField(max_length=4096, allow_blank=True)
-
-
-# A plain class cannot declare a field named `read_only` (Field has that attribute), hence inline.
-VolumeMountSerializer = inline_serializer(
-    "VolumeMount",
-    {
-        "volume": serializers.CharField(help_text="One of the project's volumes, by name."),
-        "mount_path": serializers.RegexField(
-            MOUNT_PATH.pattern,
-            max_length=251,
-            help_text="Absolute, without '..'; not /, /proc, /sys, /dev, /etc, /usr …",
-        ),
-        "read_only": serializers.BooleanField(
-            required=False, default=False, help_text="A volume the operators made read-only is always so."
-        ),
-    },
+# The job spec's serializers are made from its declaration (workloads.spec.schema); they only document.
+SpecSerializer = spec_serializer("Spec")
+JobCreateSerializer = spec_serializer(
+    "JobCreate", extra={"project": serializers.SlugField(help_text="One of your projects, by slug.")}
 )
-VolumeMountSerializer.rejects_unknown_fields = True  # type: ignore[attr-defined]
-
-
-def _limited(field: str, minimum: int, default: int) -> serializers.IntegerField:
-    return serializers.IntegerField(
-        required=False,
-        min_value=minimum,
-        max_value=INT_MAX,
-        help_text=f"Default {default}. " + QUOTA.format(field),
-    )
-
-
-class SpecSerializer(serializers.Serializer[Any]):
-    """A job spec: typed fields only (an unknown key is refused)."""
-
-    rejects_unknown_fields = True
-
-    name = serializers.CharField(required=False, max_length=80, allow_blank=True)
-    image = serializers.CharField(help_text=IMAGE_HELP)
-    command = serializers.ListField(
-        child=serializers.CharField(max_length=4096), required=False, max_length=64
-    )
-    args = serializers.ListField(child=serializers.CharField(max_length=4096), required=False, max_length=64)
-    env = serializers.ListField(child=EnvVarSerializer(), required=False, max_length=64)
-    gpus = serializers.IntegerField(
-        required=False,
-        min_value=0,
-        max_value=app_settings.max_gpus_per_job(),
-        help_text="Whole GPUs on one node. " + QUOTA.format("gpus"),
-    )
-    gpu_type = serializers.RegexField(
-        f"^({GPU_TYPE.pattern.strip('^$')})?$",  # empty: any type
-        required=False,
-        max_length=63,
-        help_text="A GPU product such as NVIDIA-GeForce-RTX-5090.",
-    )
-    mps_slices = serializers.IntegerField(
-        required=False,
-        min_value=0,
-        max_value=INT_MAX,
-        help_text="MPS slices of a shared GPU, instead of whole GPUs. " + QUOTA.format("mps_slices"),
-    )
-    cpu_millicores = _limited("cpu_millicores", 100, 1000)
-    memory_mib = _limited("memory_mib", 64, 4096)
-    volumes = serializers.ListField(child=VolumeMountSerializer, required=False, max_length=16)
-    priority = serializers.ChoiceField(choices=Priority.choices, required=False)
-    max_runtime_minutes = _limited("max_runtime_minutes", 1, 60)
-    preemptible = serializers.BooleanField(
-        required=False, help_text="May borrow idle quota of others, and be preempted with notice."
-    )
-    interactive = serializers.BooleanField(
-        required=False,
-        help_text="A notebook or shell someone works in: idle reclaim judges it over the longer "
-        "interactive window (or not at all), see GET /api/v1/projects/{slug}/idle-reclaim/.",
-    )
-
-
-class JobCreateSerializer(SpecSerializer):
-    project = serializers.SlugField(help_text="One of your projects, by slug.")
 
 
 def _when(value: datetime | None, tz: tzinfo) -> str | None:

@@ -1,12 +1,15 @@
-"""Pure builders: portal rows in, Kubernetes manifests (plain dicts) out. Tested by dict equality.
+"""Pure builders: a job's spec and identity, or portal rows, in; Kubernetes manifests (plain dicts)
+out. Tested by dict equality.
 
 The job manifest is rendered from a fixed, Pod Security "restricted" base; only typed, validated
-fields of the Job row are copied in. Nothing a user sends reaches a pod-security, scheduling,
-identity or volume-source field.
+fields of the job's spec (workloads.spec.JobSpec) are copied in. Nothing a user sends reaches a
+pod-security, scheduling, identity or volume-source field.
 """
 
 from __future__ import annotations
 
+import uuid
+from dataclasses import dataclass
 from typing import Any
 
 from accounts.models import Project, Quota
@@ -16,6 +19,7 @@ from workloads.choices import Placement
 from workloads.k8s.labels import MANAGED_BY, PROJECT_LABEL, managed, object_meta
 from workloads.k8s.labels import UID_LABEL as UID_LABEL  # builders' users read the label here too
 from workloads.models import Job, ProjectVolume
+from workloads.spec import JobSpec
 
 GPU = GPU_RESOURCE
 GPU_SHARED = SHARED_RESOURCE
@@ -25,17 +29,40 @@ SIM_EXIT_CODE = "gpuportal.dev/exit-code"
 JSON = dict[str, Any]
 
 
-def job_labels(job: Job) -> dict[str, str]:
-    return {MANAGED_BY: MANAGER, UID_LABEL: str(job.uid), PROJECT_LABEL: job.project.slug}
+@dataclass(frozen=True)
+class JobIdentity:
+    """What a job's manifest needs besides its spec: who it is and where the queue put it."""
+
+    uid: uuid.UUID
+    name: str  # the Kubernetes Job's name, from the uid (Job.k8s_name)
+    namespace: str
+    project: str  # the project's slug
+    posix_id: int  # the project's own UID and GID in the pod
+    planned_node: str = ""  # the node the queue placed it on; "" before admission
 
 
-def _resources(job: Job) -> JSON:
+def job_identity(job: Job) -> JobIdentity:
+    return JobIdentity(
+        uid=job.uid,
+        name=job.k8s_name,
+        namespace=job.namespace,
+        project=job.project.slug,
+        posix_id=app_settings.project_posix_id(job.project_id),
+        planned_node=job.planned_node,
+    )
+
+
+def job_labels(ids: JobIdentity) -> dict[str, str]:
+    return {MANAGED_BY: MANAGER, UID_LABEL: str(ids.uid), PROJECT_LABEL: ids.project}
+
+
+def _resources(spec: JobSpec) -> JSON:
     """Requests equal limits (Guaranteed QoS), so no LimitRange default can undercut a request."""
-    requests = {"cpu": f"{job.cpu_millicores}m", "memory": f"{job.memory_mib}Mi"}
-    if job.gpus:
-        requests[GPU] = str(job.gpus)
-    elif job.mps_slices:
-        requests[GPU_SHARED] = str(job.mps_slices)
+    requests = {"cpu": f"{spec.cpu_millicores}m", "memory": f"{spec.memory_mib}Mi"}
+    if spec.gpus:
+        requests[GPU] = str(spec.gpus)
+    elif spec.mps_slices:
+        requests[GPU_SHARED] = str(spec.mps_slices)
     return {"requests": requests, "limits": dict(requests)}
 
 
@@ -49,93 +76,93 @@ def _container_security() -> JSON:
     }
 
 
-def _pod_security(job: Job) -> JSON:
-    uid = app_settings.project_posix_id(job.project_id)
+def _pod_security(ids: JobIdentity) -> JSON:
     return {
         "runAsNonRoot": True,
-        "runAsUser": uid,
-        "runAsGroup": uid,
-        "fsGroup": uid,
+        "runAsUser": ids.posix_id,
+        "runAsGroup": ids.posix_id,
+        "fsGroup": ids.posix_id,
         "seccompProfile": {"type": "RuntimeDefault"},
     }
 
 
-def _volumes(job: Job, claims: dict[str, ProjectVolume]) -> tuple[list[JSON], list[JSON]]:
+def _volumes(spec: JobSpec, claims: dict[str, ProjectVolume]) -> tuple[list[JSON], list[JSON]]:
     volumes, mounts = [], []
-    for index, item in enumerate(job.volumes):
-        claim = claims[item["volume"]]
+    for index, item in enumerate(spec.volumes):
+        claim = claims[item.volume]
         name = f"vol-{index}"
-        read_only = bool(item.get("read_only")) or claim.read_only
+        read_only = item.read_only or claim.read_only
         volumes.append(
             {"name": name, "persistentVolumeClaim": {"claimName": claim.claim_name, "readOnly": read_only}}
         )
-        mounts.append({"name": name, "mountPath": item["mount_path"], "readOnly": read_only})
+        mounts.append({"name": name, "mountPath": item.mount_path, "readOnly": read_only})
     return volumes, mounts
 
 
-def _container(job: Job, mounts: list[JSON]) -> JSON:
+def _container(spec: JobSpec, mounts: list[JSON]) -> JSON:
     container: JSON = {
         "name": "main",
-        "image": job.image,
+        "image": spec.image,
         "imagePullPolicy": "IfNotPresent",
-        "resources": _resources(job),
+        "resources": _resources(spec),
         "securityContext": _container_security(),
-        "env": [{"name": e["name"], "value": e["value"]} for e in job.env],
+        "env": [{"name": e.name, "value": e.value} for e in spec.env],
     }
-    if job.command:
-        container["command"] = list(job.command)
-    if job.args:
-        container["args"] = list(job.args)
+    if spec.command:
+        container["command"] = list(spec.command)
+    if spec.args:
+        container["args"] = list(spec.args)
     if mounts:
         container["volumeMounts"] = mounts
     return container
 
 
-def _pod_annotations(job: Job, simulation: bool) -> dict[str, str]:
-    if not simulation:
+def _pod_annotations(spec: JobSpec, simulation: bool) -> dict[str, str]:
+    if not simulation or spec.simulate is None:
         return {}
     out: dict[str, str] = {}
-    if job.sim_run_seconds is not None:
-        out[SIM_DELAY] = f"{job.sim_run_seconds}s"
-    if job.sim_exit_code is not None and job.sim_exit_code != 0:
-        out[SIM_EXIT_CODE] = str(job.sim_exit_code)
+    if spec.simulate.run_seconds is not None:
+        out[SIM_DELAY] = f"{spec.simulate.run_seconds}s"
+    if spec.simulate.exit_code is not None and spec.simulate.exit_code != 0:
+        out[SIM_EXIT_CODE] = str(spec.simulate.exit_code)
     return out
 
 
-def _pod_spec(job: Job, claims: dict[str, ProjectVolume]) -> JSON:
-    volumes, mounts = _volumes(job, claims)
-    spec: JSON = {
+def _pod_spec(spec: JobSpec, ids: JobIdentity, claims: dict[str, ProjectVolume]) -> JSON:
+    volumes, mounts = _volumes(spec, claims)
+    pod: JSON = {
         "restartPolicy": "Never",
         "automountServiceAccountToken": False,
         "enableServiceLinks": False,
-        "securityContext": _pod_security(job),
-        "containers": [_container(job, mounts)],
+        "securityContext": _pod_security(ids),
+        "containers": [_container(spec, mounts)],
     }
     if volumes:
-        spec["volumes"] = volumes
-    if job.gpu_type and job.gpus:
-        spec["nodeSelector"] = {GPU_PRODUCT: job.gpu_type}
-    if job.placement == Placement.REAL_NODE:
+        pod["volumes"] = volumes
+    if spec.gpu_type and spec.gpus:
+        pod["nodeSelector"] = {GPU_PRODUCT: spec.gpu_type}
+    if spec.placement == Placement.REAL_NODE:
         # The local cluster's real node: its label, and its taint, which keeps every other pod off.
-        spec["nodeSelector"] = {**spec.get("nodeSelector", {}), REAL_NODE_LABEL: "true"}
-        spec["tolerations"] = [{"key": REAL_NODE_LABEL, "operator": "Exists", "effect": "NoSchedule"}]
-    affinity = pod_affinity(job)
+        pod["nodeSelector"] = {**pod.get("nodeSelector", {}), REAL_NODE_LABEL: "true"}
+        pod["tolerations"] = [{"key": REAL_NODE_LABEL, "operator": "Exists", "effect": "NoSchedule"}]
+    affinity = pod_affinity(spec, ids)
     if affinity is not None:
-        spec["affinity"] = affinity
-    return spec
+        pod["affinity"] = affinity
+    return pod
 
 
-def pod_affinity(job: Job) -> JSON | None:
+def pod_affinity(spec: JobSpec, ids: JobIdentity) -> JSON | None:
     """An MPS job runs on the node the queue chose: that node's shared GPUs hold its project only
     (workloads/queue/capacity.py), which the default scheduler alone would not respect."""
-    if not (job.mps_slices and job.planned_node):
+    if not (spec.mps_slices and ids.planned_node):
         return None
-    term = {"matchFields": [{"key": "metadata.name", "operator": "In", "values": [job.planned_node]}]}
+    term = {"matchFields": [{"key": "metadata.name", "operator": "In", "values": [ids.planned_node]}]}
     return {"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {"nodeSelectorTerms": [term]}}}
 
 
 def build_job(
-    job: Job,
+    spec: JobSpec,
+    ids: JobIdentity,
     *,
     claims: dict[str, ProjectVolume] | None = None,
     simulation: bool | None = None,
@@ -144,24 +171,24 @@ def build_job(
     """The batch/v1 Job for a portal job: suspended until admission un-suspends it. `suspended=False`
     only for a job admitted before its Job was made: the same end state without the round trip."""
     sim = app_settings.simulation() if simulation is None else simulation
-    labels = job_labels(job)
+    labels = job_labels(ids)
     template_meta: JSON = {"labels": dict(labels)}
-    annotations = _pod_annotations(job, sim)
+    annotations = _pod_annotations(spec, sim)
     if annotations:
         template_meta["annotations"] = annotations
     return {
         "apiVersion": "batch/v1",
         "kind": "Job",
-        "metadata": {"name": job.k8s_name, "namespace": job.namespace, "labels": labels},
+        "metadata": {"name": ids.name, "namespace": ids.namespace, "labels": labels},
         "spec": {
             "suspend": suspended,
             "parallelism": 1,
             "completions": 1,
             "backoffLimit": app_settings.backoff_limit(),
             "podReplacementPolicy": "Failed",
-            "activeDeadlineSeconds": job.max_runtime_minutes * 60,
+            "activeDeadlineSeconds": spec.max_runtime_minutes * 60,
             "ttlSecondsAfterFinished": app_settings.ttl_after_finished_s(),
-            "template": {"metadata": template_meta, "spec": _pod_spec(job, claims or {})},
+            "template": {"metadata": template_meta, "spec": _pod_spec(spec, ids, claims or {})},
         },
     }
 

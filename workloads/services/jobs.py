@@ -23,7 +23,7 @@ from workloads.models import ImageRule, Job, JobEvent, ProjectVolume, QueueSetti
 from workloads.selectors import can_act_on_job
 from workloads.services.publisher import outbox_write
 from workloads.services.transitions import job_transition
-from workloads.spec import JobSpec, SpecLimits, parse_spec
+from workloads.spec import JobSpec, SpecLimits, parse_spec, quota_maxima, spec_request
 
 AUDIT_EXCLUDE = ("log_tail",)
 
@@ -35,11 +35,7 @@ def spec_limits(*, project: Project) -> SpecLimits:
     return SpecLimits(
         images=rules,
         volumes=volumes,
-        max_gpus=min(app_settings.max_gpus_per_job(), quota.gpus),
-        max_mps_slices=quota.mps_slices,
-        max_cpu_millicores=quota.cpu_millicores,
-        max_memory_mib=quota.memory_mib,
-        max_runtime_minutes=quota.max_runtime_minutes,
+        maxima=quota_maxima(quota),
         simulation=app_settings.simulation(),
         real_node=app_settings.real_node_placement(),
     )
@@ -96,7 +92,7 @@ def job_submit(
 def _job_create(
     *, actor: User, project: Project, spec: JobSpec, rerun_of: Job | None, request: HttpRequest | None
 ) -> Job:
-    job = Job(project=project, owner=actor, rerun_of=rerun_of, **spec.as_fields())
+    job = Job(project=project, owner=actor, rerun_of=rerun_of, **Job.spec_columns(spec))
     # The fields' own validators only. The related rows are in hand (checking that they exist cost a
     # query each), the uid is a fresh uuid4, and the spec parser refuses GPUs with slices by name: the
     # unique index and the check constraint still hold in the database.
@@ -121,8 +117,7 @@ def _job_create(
 
 def job_spec_request(job: Job) -> dict[str, Any]:
     """The request that would make this job again (rerun, templates)."""
-    spec = JobSpec(**{name: getattr(job, name) for name in JobSpec.__dataclass_fields__})
-    return spec.as_request()
+    return spec_request(job.job_spec())
 
 
 def job_rerun(*, actor: User, job: Job, edits: Any = None, request: HttpRequest | None = None) -> Job:

@@ -17,12 +17,12 @@ from accounts.audit import audit_record, snapshot
 from accounts.models import Project, User
 from workloads.models import Job, JobTemplate
 from workloads.services.jobs import job_spec_request, job_submit, require_submitter, spec_limits
-from workloads.spec import parse_spec
+from workloads.spec import parse_spec, spec_request
 
 
 def template_spec(*, project: Project, spec: Any) -> dict[str, Any]:
     """A template's spec as the submit form would take it: parsed with the project's limits."""
-    return parse_spec(spec, spec_limits(project=project)).as_request()
+    return spec_request(parse_spec(spec, spec_limits(project=project)))
 
 
 def _clean_name(name: Any, description: Any) -> tuple[str, str]:

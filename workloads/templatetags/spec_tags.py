@@ -5,35 +5,37 @@ from __future__ import annotations
 import shlex
 from typing import Any
 
+import msgspec
 from django import template
+
+from workloads.spec import JobSpec, spec_from_values
 
 register = template.Library()
 
 
-def _resources(spec: dict[str, Any]) -> str:
-    gpus, slices = spec.get("gpus") or 0, spec.get("mps_slices") or 0
-    if gpus:
-        gpu = f"{gpus} GPU{'s' if gpus != 1 else ''}" + (
-            f" ({spec['gpu_type']})" if spec.get("gpu_type") else ""
+def _resources(spec: JobSpec) -> str:
+    if spec.gpus:
+        gpu = f"{spec.gpus} GPU{'s' if spec.gpus != 1 else ''}" + (
+            f" ({spec.gpu_type})" if spec.gpu_type else ""
         )
     else:
-        gpu = f"{slices} MPS slices" if slices else "no GPU"
-    cpu, memory = spec.get("cpu_millicores", 1000), spec.get("memory_mib", 4096)
-    return f"{gpu}, {cpu}m CPU, {memory} MiB, at most {spec.get('max_runtime_minutes', 60)} min"
+        gpu = f"{spec.mps_slices} MPS slices" if spec.mps_slices else "no GPU"
+    return f"{gpu}, {spec.cpu_millicores}m CPU, {spec.memory_mib} MiB, at most {spec.max_runtime_minutes} min"
 
 
 @register.filter
-def spec_summary(spec: Any) -> str:
-    """Image, command, resources and volumes of a request (as parse_spec returns it)."""
-    if not isinstance(spec, dict):
+def spec_summary(request: Any) -> str:
+    """Image, command, resources and volumes of a stored request (a field it leaves out has its default)."""
+    try:
+        spec = spec_from_values(request)
+    except (msgspec.ValidationError, AttributeError, TypeError):
         return ""
-    parts = [str(spec.get("image", ""))]
-    command = shlex.join([*(spec.get("command") or []), *(spec.get("args") or [])])
+    parts = [spec.image]
+    command = shlex.join([*spec.command, *spec.args])
     if command:
         parts.append(command)
     parts.append(_resources(spec))
-    volumes = spec.get("volumes") or []
-    if volumes:
-        parts.append(", ".join(f"{v['volume']} at {v['mount_path']}{' (ro)' if v.get('read_only') else ''}"
-                               for v in volumes))  # fmt: skip
+    if spec.volumes:
+        mounts = [f"{v.volume} at {v.mount_path}{' (ro)' if v.read_only else ''}" for v in spec.volumes]
+        parts.append(", ".join(mounts))
     return " · ".join(parts)

@@ -42,6 +42,17 @@ def _admin(world: World) -> Client:
     return client
 
 
+def test_the_admin_shows_a_jobs_whole_spec_its_fields_without_a_column_too(
+    jobs_world: World, settings: Any
+) -> None:
+    settings.GPUPORTAL_JOB_SIMULATION = True
+    data = {"image": IMAGE, "gpus": 1, "simulate": {"run_seconds": 5}}
+    job = services.job_submit(actor=jobs_world.member, project=jobs_world.alpha, data=data)
+    page = _admin(jobs_world).get(f"/admin/workloads/job/{job.pk}/change/").content.decode()
+    assert "&quot;run_seconds&quot;: 5," in page
+    assert f"&quot;image&quot;: &quot;{IMAGE}&quot;" in page
+
+
 def test_operators_add_a_job_template_in_the_admin_and_a_bad_spec_is_a_field_error(jobs_world: World) -> None:
     client = _admin(jobs_world)
     spec = '{"image": "%s", "gpus": 1}'

@@ -6,16 +6,19 @@ from typing import Any
 import pytest
 from django.core.exceptions import ValidationError
 
-from workloads.spec import SpecLimits, parse_spec
+from workloads.spec import EnvVar, SpecLimits, VolumeMount, parse_spec, spec_request
 
+MAXIMA = {
+    "gpus": 8,
+    "mps_slices": 8,
+    "cpu_millicores": 16000,
+    "memory_mib": 65536,
+    "max_runtime_minutes": 600,
+}
 LIMITS = SpecLimits(
     images=frozenset({("registry.example.com", "team/train")}),
     volumes={"data": False, "ro": True},
-    max_gpus=8,
-    max_mps_slices=8,
-    max_cpu_millicores=16000,
-    max_memory_mib=65536,
-    max_runtime_minutes=600,
+    maxima=MAXIMA,
 )
 IMAGE = "registry.example.com/team/train:1.0"
 
@@ -40,8 +43,8 @@ def test_it_accepts_a_typed_request() -> None:
         LIMITS,
     )
     assert spec.gpus == 2
-    assert spec.env == [{"name": "EPOCHS", "value": "3"}]
-    assert spec.volumes == [{"volume": "ro", "mount_path": "/data", "read_only": True}]
+    assert spec.env == [EnvVar(name="EPOCHS", value="3")]
+    assert spec.volumes == [VolumeMount(volume="ro", mount_path="/data", read_only=True)]
 
 
 @pytest.mark.parametrize("gpus", [-1, 0.5, 10**6, "4", True, None, 9])
@@ -94,7 +97,7 @@ def test_it_normalises_mount_paths_before_the_deny_check(path: str) -> None:
 
 def test_it_stores_the_normal_mount_path_and_sees_duplicates_through_spelling() -> None:
     spec = parse_spec({"image": IMAGE, "volumes": [{"volume": "data", "mount_path": "/./data//in/"}]}, LIMITS)
-    assert spec.volumes[0]["mount_path"] == "/data/in"
+    assert spec.volumes[0].mount_path == "/data/in"
     twice = [{"volume": "data", "mount_path": "/data"}, {"volume": "ro", "mount_path": "/data/"}]
     assert "Each mount path may be used once." in errors_of({"image": IMAGE, "volumes": twice})["volumes"]
 
@@ -121,4 +124,4 @@ def test_the_real_node_placement_only_where_the_site_has_one() -> None:
     assert "Leave it out" in errors_of({"image": IMAGE, "placement": "gpu-node-3"})["placement"][0]
     allowed = dataclasses.replace(LIMITS, real_node=True)
     assert parse_spec({"image": IMAGE, "placement": "real-node"}, allowed).placement == "real-node"
-    assert "placement" not in parse_spec({"image": IMAGE}, allowed).as_request()
+    assert "placement" not in spec_request(parse_spec({"image": IMAGE}, allowed))

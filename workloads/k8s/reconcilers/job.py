@@ -36,7 +36,8 @@ class JobReconciler(Reconciler[Job]):
         return paths.jobs(self.owner.namespace)
 
     def desired(self) -> Obj:
-        return builders.build_job(self.owner, claims=self.claims, suspended=self.want_suspended())
+        spec, ids = self.owner.job_spec(), builders.job_identity(self.owner)
+        return builders.build_job(spec, ids, claims=self.claims, suspended=self.want_suspended())
 
     def want_suspended(self) -> bool:
         return self.owner.state not in RUNS_IN_CLUSTER
@@ -50,7 +51,7 @@ class JobReconciler(Reconciler[Job]):
         scheduling fields may change). Where the API server refuses that, the plugin still refuses
         slices on a GPU another project holds, so unsuspending alone is safe."""
         suspend = {"suspend": self.want_suspended()}
-        affinity = builders.pod_affinity(self.owner)
+        affinity = builders.pod_affinity(self.owner.job_spec(), builders.job_identity(self.owner))
         if suspend["suspend"] or affinity is None:
             return self.client.patch(self.path, {"spec": suspend})
         try:
