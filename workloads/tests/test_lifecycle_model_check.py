@@ -385,9 +385,7 @@ def make_machine(world: World) -> type[RuleBasedStateMachine]:
     return T06
 
 
-def test_the_lifecycle_holds_under_any_order_of_faults(
-    jobs_world: World, monkeypatch: pytest.MonkeyPatch
-) -> None:
+def test_t06_lifecycle_state_machine(jobs_world: World, monkeypatch: pytest.MonkeyPatch) -> None:
     capture_sends(monkeypatch, TaskName.NOTIFY_JOB)
     machine = make_machine(jobs_world)
     REACHED.clear()

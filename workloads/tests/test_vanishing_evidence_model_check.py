@@ -179,9 +179,7 @@ def make_vanishing_machine(world: World) -> type[RuleBasedStateMachine]:
     return T06Unknown
 
 
-def test_the_lifecycle_holds_when_evidence_vanishes(
-    jobs_world: World, monkeypatch: pytest.MonkeyPatch
-) -> None:
+def test_t06_with_vanishing_evidence(jobs_world: World, monkeypatch: pytest.MonkeyPatch) -> None:
     capture_sends(monkeypatch, TaskName.NOTIFY_JOB)
     REACHED.clear()
     AFTER_UNKNOWN.clear()
