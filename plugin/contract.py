@@ -3,7 +3,8 @@
 
 The agent builds and encodes these Structs; the portal decodes a request body into them (gpu/wire.py)
 and derives the rest from the sample: its stored columns (gpu/storage.py) and its live frame
-(gpu/messages.py). A field added here reaches all of them; its table column needs a migration.
+(gpu/frames.py). A field added here reaches all of them (gpu/tests/test_sample_fields.py walks each
+through them); its table column needs a migration.
 
 The bounds are the contract's, not only the portal's: a batch outside them is refused with a 400,
 which the agent drops without retrying, so the agent must keep to them as much as the portal checks
