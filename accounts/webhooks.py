@@ -141,9 +141,13 @@ def deliver(*, delivery_id: int) -> bool:
     hook = delivery.webhook
     body = json.dumps({"event": delivery.event, "delivery": delivery.pk, **delivery.payload}).encode()
     stamp = str(int(time.time()))
-    headers = {"Content-Type": "application/json", "X-GPU-Portal-Event": delivery.event,
-               "X-GPU-Portal-Delivery": str(delivery.pk), "X-GPU-Portal-Timestamp": stamp,
-               "X-GPU-Portal-Signature": signature(hook.secret, stamp, body)}  # fmt: skip
+    headers = {
+        "Content-Type": "application/json",
+        "X-GPU-Portal-Event": delivery.event,
+        "X-GPU-Portal-Delivery": str(delivery.pk),
+        "X-GPU-Portal-Timestamp": stamp,
+        "X-GPU-Portal-Signature": signature(hook.secret, stamp, body),
+    }
     status, error = None, ""
     try:
         check_url(hook.url)  # again: the name may resolve elsewhere now
@@ -152,9 +156,11 @@ def deliver(*, delivery_id: int) -> bool:
         error = str(exc)[:300]
     ok = status is not None and 200 <= status < 300
     WebhookDelivery.objects.filter(pk=delivery.pk).update(
-        attempts=delivery.attempts + 1, last_status=status, last_error=error if not ok else "",
+        attempts=delivery.attempts + 1,
+        last_status=status,
+        last_error=error if not ok else "",
         delivered_at=timezone.now() if ok else None,
-    )  # fmt: skip
+    )
     if not ok:
         raise WebhookFailed(error or f"HTTP {status}")
     return True

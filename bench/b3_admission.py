@@ -50,8 +50,16 @@ def trace(profile: Profile, scale: int | None = None) -> tuple[list[TraceJob], d
                 for k in range(count // scale):
                     jid += 1
                     at = T0 + timedelta(seconds=k * every)
-                    job = PendingJob(jid, f"cq-{c}-{q}", "runner", at, gpus=gpus, priority=prio,
-                                     preemptible=True, max_runtime_s=max(1, int(runtime * 2)))  # fmt: skip
+                    job = PendingJob(
+                        jid,
+                        f"cq-{c}-{q}",
+                        "runner",
+                        at,
+                        gpus=gpus,
+                        priority=prio,
+                        preemptible=True,
+                        max_runtime_s=max(1, int(runtime * 2)),
+                    )
                     jobs.append(TraceJob(job, runtime))
                     klass[jid] = name
     return jobs, klass
@@ -75,8 +83,16 @@ def replay(
     jobs, _ = trace(profile, scale)
     nodes, quotas = cluster()
     settings = Settings(preemption_notice_s=0, half_life_hours=1.0)
-    return Replay(jobs, nodes, quotas, settings, cycle_s=cycle_s, history=False,
-                  phase_s=CYCLE_S / 2, keep_queue=keep_queue).run()  # fmt: skip
+    return Replay(
+        jobs,
+        nodes,
+        quotas,
+        settings,
+        cycle_s=cycle_s,
+        history=False,
+        phase_s=CYCLE_S / 2,
+        keep_queue=keep_queue,
+    ).run()
 
 
 def _usage(r: ReplayResult) -> float:
@@ -109,8 +125,13 @@ def measure(profile: Profile, scale: int, *, sized: bool) -> Iterator[Result]:
 
     ratio = ours.makespan_s(T0) / ideal.makespan_s(T0)
     yield res("makespan_s", ours.makespan_s(T0), ideal.makespan_s(T0), "<= 1.05x ideal", ratio <= 1.05)
-    yield res("makespan_vs_kueue_s", ours.makespan_s(T0), KUEUE_WALL_S, "<= 0.9x Kueue's 351 s",
-              ours.makespan_s(T0) <= 0.9 * KUEUE_WALL_S)  # fmt: skip
+    yield res(
+        "makespan_vs_kueue_s",
+        ours.makespan_s(T0),
+        KUEUE_WALL_S,
+        "<= 0.9x Kueue's 351 s",
+        ours.makespan_s(T0) <= 0.9 * KUEUE_WALL_S,
+    )
     yield res("gpu_usage_pct", _usage(ours), KUEUE_USAGE, ">= 60 %", _usage(ours) >= 60.0)
     for name in CLASSES:
         for pct in (50, 99):

@@ -31,13 +31,16 @@ class Measured(Protocol):
     latencies: list[float]
 
 
-def job_rows(profile: Profile, label: str, where: str, ours: Measured, direct: Measured,
-             jobs: Measured) -> list[Result]:  # fmt: skip
+def job_rows(
+    profile: Profile, label: str, where: str, ours: Measured, direct: Measured, jobs: Measured
+) -> list[Result]:
     """Where the gap lies: Kubernetes alone running the portal's suspended Jobs against bare pods, and
     the portal against that ceiling. Informational: the goal stays bare pods."""
-    backend = (f"the second reference, Kubernetes Jobs alone on the same {where}: the portal's Job manifests "
-               "POSTed suspended and un-suspended at once, in a namespace with its quota, limits and Pod "
-               "Security; no portal process")  # fmt: skip
+    backend = (
+        f"the second reference, Kubernetes Jobs alone on the same {where}: the portal's Job manifests "
+        "POSTed suspended and un-suspended at once, in a namespace with its quota, limits and Pod "
+        "Security; no portal process"
+    )
     p99 = percentile(jobs.latencies, 99) * 1000
     log(f"B4: Kubernetes Jobs alone {jobs.rate:.1f} jobs/s, p99 {p99:.0f} ms")
     rows = [
@@ -63,8 +66,13 @@ class KubeJobs:
         self.project = Project(id=PROJECT_ID, slug=JOBS_SLUG, name="B4 Jobs reference")
         hold = Simulation(run_seconds=hold_s)
         self.spec = JobSpec(image=image, gpus=1, cpu_millicores=cpu_m, memory_mib=memory_mi, simulate=hold)
-        quota = Quota(project=self.project, gpus=gpus, cpu_millicores=2 * gpus * cpu_m,
-                      memory_mib=2 * gpus * memory_mi, max_concurrent_jobs=gpus)  # fmt: skip
+        quota = Quota(
+            project=self.project,
+            gpus=gpus,
+            cpu_millicores=2 * gpus * cpu_m,
+            memory_mib=2 * gpus * memory_mi,
+            max_concurrent_jobs=gpus,
+        )
         namespace = builders.build_namespace(self.project)
         self.namespace = str(namespace["metadata"]["name"])
         kube.create(api, "/api/v1/namespaces", namespace)
@@ -72,8 +80,11 @@ class KubeJobs:
         base = f"/api/v1/namespaces/{self.namespace}"
         kube.create(api, f"{base}/resourcequotas", builders.build_resource_quota(self.project, quota))
         kube.create(api, f"{base}/limitranges", builders.build_limit_range(self.project))
-        kube.create(api, f"/apis/networking.k8s.io/v1/namespaces/{self.namespace}/networkpolicies",
-                    builders.build_network_policy(self.project))  # fmt: skip
+        kube.create(
+            api,
+            f"/apis/networking.k8s.io/v1/namespaces/{self.namespace}/networkpolicies",
+            builders.build_network_policy(self.project),
+        )
         self.jobs = f"/apis/batch/v1/namespaces/{self.namespace}/jobs"
 
     def manifest(self) -> tuple[str, Obj]:
@@ -88,8 +99,13 @@ class KubeJobs:
         if not kube.create(self.api, self.jobs, body):
             raise RuntimeError(f"job {uid} already exists")
         name = body["metadata"]["name"]
-        kube.call(self.api, "PATCH", f"{self.jobs}/{name}", {"spec": {"suspend": False}},
-                  content_type="application/merge-patch+json")  # fmt: skip
+        kube.call(
+            self.api,
+            "PATCH",
+            f"{self.jobs}/{name}",
+            {"spec": {"suspend": False}},
+            content_type="application/merge-patch+json",
+        )
         return uid
 
     def end(self, client: int, keys: list[str]) -> None:

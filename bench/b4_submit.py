@@ -130,13 +130,20 @@ class Portal:
 
     def __init__(self, web: Web, redis_port: int, secrets: list[str], project: str) -> None:
         self.redis_port = redis_port
-        self.conns = [http.client.HTTPConnection("127.0.0.1", web.port_for(i), timeout=120)
-                      for i in range(len(secrets))]  # fmt: skip
+        self.conns = [
+            http.client.HTTPConnection("127.0.0.1", web.port_for(i), timeout=120) for i in range(len(secrets))
+        ]
         self.headers = [{"Authorization": f"Bearer {s}", "Content-Type": "application/json"} for s in secrets]
-        self.body = orjson.dumps({
-            "project": project, "image": IMAGE, "gpus": 1, "cpu_millicores": CPU_M,
-            "memory_mib": MEMORY_MI, "simulate": {"run_seconds": HOLD_S},
-        })  # fmt: skip
+        self.body = orjson.dumps(
+            {
+                "project": project,
+                "image": IMAGE,
+                "gpus": 1,
+                "cpu_millicores": CPU_M,
+                "memory_mib": MEMORY_MI,
+                "simulate": {"run_seconds": HOLD_S},
+            }
+        )
 
     def _post(self, client: int, path: str, body: bytes) -> Obj:
         try:
@@ -279,8 +286,17 @@ def _seed(size: Size, gpus: int) -> tuple[str, list[str]]:
     people = _users(size.clients)
     [project] = Project.objects.bulk_create([Project(slug="b4", name="B4 submit")])
     # CPU and memory with room to spare: the GPUs are the quota under test.
-    Quota.objects.bulk_create([Quota(project=project, gpus=gpus, cpu_millicores=2 * gpus * CPU_M,
-                                     memory_mib=2 * gpus * MEMORY_MI, max_concurrent_jobs=gpus)])  # fmt: skip
+    Quota.objects.bulk_create(
+        [
+            Quota(
+                project=project,
+                gpus=gpus,
+                cpu_millicores=2 * gpus * CPU_M,
+                memory_mib=2 * gpus * MEMORY_MI,
+                max_concurrent_jobs=gpus,
+            )
+        ]
+    )
     Membership.objects.bulk_create(Membership(project=project, user=u, role=Role.MEMBER) for u in people)
     ImageRule.objects.bulk_create(
         [ImageRule(project=project, registry="registry.example.com", repository="team/train")]
@@ -302,9 +318,15 @@ def portal_stack(db_url: str, kubeconfig: Path) -> Iterator[tuple[Web, int]]:
     broker.start()
     # Mail goes nowhere: production's SMTP default has no server here, and each job's notice would
     # fail and retry for minutes (autoretry), work a real site with a mail server does not do.
-    env = {**server_env(db_url), "DJANGO_SETTINGS_MODULE": "portal.settings", "REDIS_URL": broker.url,
-           "GPUPORTAL_KUBECONFIG": str(kubeconfig), "GPUPORTAL_JOB_SIMULATION": "1", "PYTHONUNBUFFERED": "1",
-           "EMAIL_BACKEND": "django.core.mail.backends.dummy.EmailBackend"}  # fmt: skip
+    env = {
+        **server_env(db_url),
+        "DJANGO_SETTINGS_MODULE": "portal.settings",
+        "REDIS_URL": broker.url,
+        "GPUPORTAL_KUBECONFIG": str(kubeconfig),
+        "GPUPORTAL_JOB_SIMULATION": "1",
+        "PYTHONUNBUFFERED": "1",
+        "EMAIL_BACKEND": "django.core.mail.backends.dummy.EmailBackend",
+    }
     celery = str(Path(sys.executable).parent / "celery")
     beat = [celery, "-A", "portal", "beat", "-s", str(workdir / "beat.db"), "-l", "warning"]
     web = start_web(env)
@@ -343,22 +365,30 @@ def _ms(values: list[float], pct: float) -> float:
     return percentile(values, pct) * 1000
 
 
-def _results(profile: Profile, size: Size, gpus: int, label: str, ours: Outcome, ref: Outcome,
-             state: list[float]) -> list[Result]:  # fmt: skip
-    backend = (f"portal (2 web replicas, Celery worker x{WORKER_CONCURRENCY}, beat, controller; Postgres, "
-               f"Redis) on {size.nodes} kwok nodes ({gpus} GPUs, kube-apiserver 1.36), "
-               f"{len(ours.latencies)} jobs by {size.clients} API clients; "
-               "ref: the same pods POSTed to the kube-apiserver")  # fmt: skip
+def _results(
+    profile: Profile, size: Size, gpus: int, label: str, ours: Outcome, ref: Outcome, state: list[float]
+) -> list[Result]:
+    backend = (
+        f"portal (2 web replicas, Celery worker x{WORKER_CONCURRENCY}, beat, controller; Postgres, "
+        f"Redis) on {size.nodes} kwok nodes ({gpus} GPUs, kube-apiserver 1.36), "
+        f"{len(ours.latencies)} jobs by {size.clients} API clients; "
+        "ref: the same pods POSTed to the kube-apiserver"
+    )
     p99, ref99 = _ms(ours.latencies, 99), _ms(ref.latencies, 99)
     log(f"B4: {ours.rate:.1f} vs {ref.rate:.1f} jobs/s, p99 {p99:.0f} vs {ref99:.0f} ms (+{p99 - ref99:.0f})")
     rows = [
         ("throughput_jobs_per_s_vs_direct", ours.rate, ref.rate, ">= 0.9x", ours.rate >= 0.9 * ref.rate),
         ("submit_to_running_p99_ms_vs_direct", p99, ref99, "<= direct + 100 ms", p99 - ref99 <= 100),
-        ("submit_to_running_p50_ms_vs_direct", _ms(ours.latencies, 50), _ms(ref.latencies, 50),
-         "informational", True),
+        (
+            "submit_to_running_p50_ms_vs_direct",
+            _ms(ours.latencies, 50),
+            _ms(ref.latencies, 50),
+            "informational",
+            True,
+        ),
         ("gpus_over_allocated_max", float(ours.excess), float(ref.excess), "0", ours.excess == 0),
         ("portal_state_running_p99_ms_vs_direct_pod", _ms(state, 99), ref99, "informational", True),
-    ]  # fmt: skip
+    ]
     return [Result("B4", profile, backend, m, a, b, goal, ok, label) for m, a, b, goal, ok in rows]
 
 
@@ -384,8 +414,10 @@ def measure(size: Size, profile: Profile = "ci", label: str = "") -> list[Result
         stages = _portal_stages(ours.answered)
         kube.delete(api, f"/api/v1/namespaces/{DIRECT_NS}")
     stages["pod running"] = ours.latencies
-    log("B4 portal, from the 201 (p50 / p99 ms): " + ", ".join(
-        f"{step} {_ms(v, 50):.0f} / {_ms(v, 99):.0f}" for step, v in stages.items()))  # fmt: skip
+    log(
+        "B4 portal, from the 201 (p50 / p99 ms): "
+        + ", ".join(f"{step} {_ms(v, 50):.0f} / {_ms(v, 99):.0f}" for step, v in stages.items())
+    )
     rows = _results(profile, size, gpus, label, ours, ref, stages.get("running", []))
     where = f"{size.nodes} kwok nodes ({gpus} GPUs), {size.clients} threads"
     return rows + job_rows(profile, label, where, ours, ref, jobs)

@@ -328,8 +328,12 @@ def _measure(profile: Profile, nodes: int) -> dict[str, float]:
         accepted.append(stored)
         return seconds
 
-    timers = {"ours": ours, "copy": lambda: _time_copy(text), "binary": lambda: _time_binary_copy(rows),
-              "bulk": lambda: _time_bulk_create(text)}  # fmt: skip
+    timers = {
+        "ours": ours,
+        "copy": lambda: _time_copy(text),
+        "binary": lambda: _time_binary_copy(rows),
+        "bulk": lambda: _time_bulk_create(text),
+    }
     rates = _timed_rounds(n, timers)
     assert accepted == [n] * ROUNDS, (accepted, n)
     # The retention day scales with the fleet: every GPU's samples of one day.
@@ -354,12 +358,47 @@ def _results(profile: Profile, nodes: int, *, size: str) -> Iterator[Result]:
     with bench_database("b6"):
         m = _measure(profile, nodes)
     backend = "postgres (local, fsync off)"
-    yield Result("B6", profile, backend, "ingest_rows_per_s_vs_copy", m["ours"], m["copy"], ">= 0.5x COPY",
-                 m["ours"] >= 0.5 * m["copy"], size)  # fmt: skip
-    yield Result("B6", profile, backend, "ingest_rows_per_s_vs_binary_copy", m["ours"], m["binary"],
-                 "informational", True, size)  # fmt: skip
-    yield Result("B6", profile, backend, "ingest_rows_per_s_vs_bulk_create", m["ours"], m["bulk"],
-                 ">= 10x bulk_create", m["ours"] >= 10 * m["bulk"], size)  # fmt: skip
-    yield Result("B6", profile, backend, "drop_day_ms_vs_delete_ms", m["drop_ms"], m["delete_ms"],
-                 "<= 100 ms and >= 20x faster than DELETE",
-                 m["drop_ms"] <= 100 and m["drop_ms"] * 20 <= m["delete_ms"], size)  # fmt: skip
+    yield Result(
+        "B6",
+        profile,
+        backend,
+        "ingest_rows_per_s_vs_copy",
+        m["ours"],
+        m["copy"],
+        ">= 0.5x COPY",
+        m["ours"] >= 0.5 * m["copy"],
+        size,
+    )
+    yield Result(
+        "B6",
+        profile,
+        backend,
+        "ingest_rows_per_s_vs_binary_copy",
+        m["ours"],
+        m["binary"],
+        "informational",
+        True,
+        size,
+    )
+    yield Result(
+        "B6",
+        profile,
+        backend,
+        "ingest_rows_per_s_vs_bulk_create",
+        m["ours"],
+        m["bulk"],
+        ">= 10x bulk_create",
+        m["ours"] >= 10 * m["bulk"],
+        size,
+    )
+    yield Result(
+        "B6",
+        profile,
+        backend,
+        "drop_day_ms_vs_delete_ms",
+        m["drop_ms"],
+        m["delete_ms"],
+        "<= 100 ms and >= 20x faster than DELETE",
+        m["drop_ms"] <= 100 and m["drop_ms"] * 20 <= m["delete_ms"],
+        size,
+    )

@@ -90,8 +90,9 @@ async def _tick() -> None:
         gpus = {f"{node}-{i}": _frame(node, i, ts) for i in range(GPUS_PER_NODE)}
         text = json.dumps({"type": "gpu.samples", "sent_at": time.time(), "gpus": gpus})
         sends = list(_sockets.get(node, []))
-        await asyncio.gather(*(send({"type": "websocket.send", "text": text}) for send in sends),
-                             return_exceptions=True)  # fmt: skip
+        await asyncio.gather(
+            *(send({"type": "websocket.send", "text": text}) for send in sends), return_exceptions=True
+        )
 
 
 async def raw_app(scope: dict[str, Any], receive: Any, send: Any) -> None:
@@ -147,8 +148,20 @@ def _start(server: str, app: str, port: int, env: dict[str, str]) -> subprocess.
             app,
         ]
     else:
-        argv = [str(bin_dir / "uvicorn"), app, "--host", "127.0.0.1", "--port", str(port),
-                "--log-level", "warning", "--ws", "websockets", "--lifespan", "off"]  # fmt: skip
+        argv = [
+            str(bin_dir / "uvicorn"),
+            app,
+            "--host",
+            "127.0.0.1",
+            "--port",
+            str(port),
+            "--log-level",
+            "warning",
+            "--ws",
+            "websockets",
+            "--lifespan",
+            "off",
+        ]
     log_path = Path(tempfile.gettempdir()) / f"b7-{server}-{port}.log"
     with log_path.open("wb") as out:  # the child keeps its own handle; read on failure
         return subprocess.Popen(argv, cwd=ROOT, env=env, stdout=out, stderr=subprocess.STDOUT)
@@ -297,8 +310,15 @@ def _ms(values: list[float]) -> str:
     return f"{percentile(values, 50) * 1000:.0f}/{percentile(values, 99) * 1000:.0f} ms"
 
 
-def _run_one(server: str, layer: str | None, env: dict[str, str], cookie: str, nodes: list[str],
-             clients: int, seconds: float) -> list[float]:  # fmt: skip
+def _run_one(
+    server: str,
+    layer: str | None,
+    env: dict[str, str],
+    cookie: str,
+    nodes: list[str],
+    clients: int,
+    seconds: float,
+) -> list[float]:
     port = free_port()
     app = "portal.asgi:application" if layer else "bench.b7_push:raw_app"
     proc = _start(server, app, port, env)
@@ -354,12 +374,29 @@ def _results(profile: Profile, runs: dict[tuple[str, str], list[float]], clients
             ages = runs[(server, layer)]
             p50, p99 = percentile(ages, 50) * 1000, percentile(ages, 99) * 1000
             backend = f"{server} + {LAYERS[layer].rsplit('.', 1)[-1]}, {clients} clients"
-            yield Result("B7", profile, backend, "age_p50_ms_vs_floor", p50, percentile(floor, 50) * 1000,
-                         "informational", True)  # fmt: skip
-            yield Result("B7", profile, backend, "age_p99_ms_vs_floor", p99, floor_p99, "p99 <= 250 ms",
-                         p99 <= 250)  # fmt: skip
-            yield Result("B7", profile, backend, "frames_delivered_vs_floor", len(ages), len(floor),
-                         ">= 0.8x the raw floor", len(ages) >= 0.8 * len(floor))  # fmt: skip
+            yield Result(
+                "B7",
+                profile,
+                backend,
+                "age_p50_ms_vs_floor",
+                p50,
+                percentile(floor, 50) * 1000,
+                "informational",
+                True,
+            )
+            yield Result(
+                "B7", profile, backend, "age_p99_ms_vs_floor", p99, floor_p99, "p99 <= 250 ms", p99 <= 250
+            )
+            yield Result(
+                "B7",
+                profile,
+                backend,
+                "frames_delivered_vs_floor",
+                len(ages),
+                len(floor),
+                ">= 0.8x the raw floor",
+                len(ages) >= 0.8 * len(floor),
+            )
 
 
 def run(profile: Profile) -> Iterator[Result]:
@@ -381,7 +418,10 @@ def run(profile: Profile) -> Iterator[Result]:
                 prefix = f"b7-{uuid.uuid4().hex[:8]}"
                 _use_layer(layer, prefix)
                 # The web pods' database pool as the chart sets it (the consumers' account re-checks).
-                env = {**base_env, "DJANGO_SETTINGS_MODULE": _settings_module(Path(tmp), layer, prefix),
-                       "DB_POOL_SIZE": str(chart_web_pool())}  # fmt: skip
+                env = {
+                    **base_env,
+                    "DJANGO_SETTINGS_MODULE": _settings_module(Path(tmp), layer, prefix),
+                    "DB_POOL_SIZE": str(chart_web_pool()),
+                }
                 runs[(server, layer)] = _run_one(server, layer, env, cookie, names, clients, seconds)
     yield from _results(profile, runs, clients)

@@ -54,16 +54,18 @@ def _users(count: int) -> list[User]:
 
     from accounts.models import User
 
-    rows = [User(username=f"b9-u{i}", email=f"b9-u{i}@example.com", is_staff=i % 10 == 0)
-            for i in range(count)]  # fmt: skip
+    rows = [
+        User(username=f"b9-u{i}", email=f"b9-u{i}@example.com", is_staff=i % 10 == 0) for i in range(count)
+    ]
     for row in rows:
         row.set_unusable_password()
     people = User.objects.bulk_create(rows)
     # Operators are staff with a second factor (accounts.selectors.is_operator).
     Authenticator.objects.bulk_create(
         Authenticator(user=u, type=Authenticator.Type.TOTP, data={"secret": "JBSWY3DPEHPK3PXP"})
-        for u in people if u.is_staff
-    )  # fmt: skip
+        for u in people
+        if u.is_staff
+    )
     return list(people)
 
 
@@ -89,14 +91,23 @@ def _nodes(count: int) -> None:
     from gpu.models import Gpu, Node
 
     made = Node.objects.bulk_create(
-        Node(name=f"b9-node-{n:04d}", gpu_model="NVIDIA-GeForce-RTX-5090", gpu_count=GPUS_PER_NODE,
-             capacity={"nvidia.com/gpu": "4"}, allocatable={"nvidia.com/gpu": "4"})
+        Node(
+            name=f"b9-node-{n:04d}",
+            gpu_model="NVIDIA-GeForce-RTX-5090",
+            gpu_count=GPUS_PER_NODE,
+            capacity={"nvidia.com/gpu": "4"},
+            allocatable={"nvidia.com/gpu": "4"},
+        )
         for n in range(count)
-    )  # fmt: skip
+    )
     Gpu.objects.bulk_create(
-        (Gpu(node=node, index=i, uuid=f"GPU-{node.name}-{i}", model="RTX 5090", memory_mib=32768)
-         for node in made for i in range(GPUS_PER_NODE)), batch_size=BATCH,
-    )  # fmt: skip
+        (
+            Gpu(node=node, index=i, uuid=f"GPU-{node.name}-{i}", model="RTX 5090", memory_mib=32768)
+            for node in made
+            for i in range(GPUS_PER_NODE)
+        ),
+        batch_size=BATCH,
+    )
 
 
 def _jobs(count: int, projects: list[tuple[Project, list[User]]]) -> None:
@@ -112,15 +123,25 @@ def _jobs(count: int, projects: list[tuple[Project, list[User]]]) -> None:
         project, members = projects[j % len(projects)]
         state = states[j % len(states)]
         submitted = now - timedelta(minutes=count - j)
-        rows.append(Job(
-            project=project, owner=members[j % len(members)], name=f"b9-{j}",
-            image="registry.example.org/train:1", command=["python", "train.py"], gpus=1 + j % 4,
-            state=state, submitted_at=submitted, state_changed_at=submitted,
-            started_at=None if state == JobState.QUEUED else submitted + timedelta(seconds=5),
-            finished_at=submitted + timedelta(minutes=30) if state in (JobState.SUCCEEDED, JobState.FAILED)
-            else None,
-            node=f"b9-node-{j % 1000:04d}", queue_explanation={"code": "quota", "reason": "waiting"},
-        ))  # fmt: skip
+        rows.append(
+            Job(
+                project=project,
+                owner=members[j % len(members)],
+                name=f"b9-{j}",
+                image="registry.example.org/train:1",
+                command=["python", "train.py"],
+                gpus=1 + j % 4,
+                state=state,
+                submitted_at=submitted,
+                state_changed_at=submitted,
+                started_at=None if state == JobState.QUEUED else submitted + timedelta(seconds=5),
+                finished_at=submitted + timedelta(minutes=30)
+                if state in (JobState.SUCCEEDED, JobState.FAILED)
+                else None,
+                node=f"b9-node-{j % 1000:04d}",
+                queue_explanation={"code": "quota", "reason": "waiting"},
+            )
+        )
     Job.objects.bulk_create(rows, batch_size=BATCH)
     log(f"B9: {count} jobs in {len(projects)} projects")
 

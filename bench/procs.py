@@ -49,9 +49,16 @@ def wait_port(port: int, timeout: float = 60.0) -> None:
 
 def server_env(db_url: str) -> dict[str, str]:
     """Production settings over the benchmark's own database."""
-    return {**os.environ, "DATABASE_URL": db_url, "GPUPORTAL_PRODUCTION": "1", "DEBUG": "0",
-            "SECRET_KEY": "bench-" + "x" * 44, "ALLOWED_HOSTS": "127.0.0.1",
-            "SECURE_SSL_REDIRECT": "0", "PYTHONPATH": str(ROOT)}  # fmt: skip
+    return {
+        **os.environ,
+        "DATABASE_URL": db_url,
+        "GPUPORTAL_PRODUCTION": "1",
+        "DEBUG": "0",
+        "SECRET_KEY": "bench-" + "x" * 44,
+        "ALLOWED_HOSTS": "127.0.0.1",
+        "SECURE_SSL_REDIRECT": "0",
+        "PYTHONPATH": str(ROOT),
+    }
 
 
 @dataclass(frozen=True)
@@ -81,9 +88,20 @@ def start_web(env: dict[str, str]) -> Web:
     ports, procs = [], []
     for _ in range(int(web["replicas"])):
         port = free_port()
-        argv = [str(Path(sys.executable).parent / "uvicorn"), "portal.asgi:application",
-                "--host", "127.0.0.1", "--port", str(port), "--workers", str(web["workers"]),
-                "--log-level", "warning", "--lifespan", "off"]  # fmt: skip
+        argv = [
+            str(Path(sys.executable).parent / "uvicorn"),
+            "portal.asgi:application",
+            "--host",
+            "127.0.0.1",
+            "--port",
+            str(port),
+            "--workers",
+            str(web["workers"]),
+            "--log-level",
+            "warning",
+            "--lifespan",
+            "off",
+        ]
         log_path = Path(tempfile.gettempdir()) / f"bench-uvicorn-{port}.log"
         procs.append(spawn(argv, env, log_path))
         ports.append(port)

@@ -136,8 +136,15 @@ def table(rows: list[Row]) -> list[str]:
         "| --- | --- | --- | --- | --- | --- | --- |",
     ]
     for r in sorted(rows, key=lambda r: (order[r.metric], rank.get(r.size, -1))):
-        cells = [r.metric, r.size or "-", number(r.ours), number(r.reference), number(r.ratio), r.goal,
-                 "yes" if r.passed else "**no**"]  # fmt: skip
+        cells = [
+            r.metric,
+            r.size or "-",
+            number(r.ours),
+            number(r.reference),
+            number(r.ratio),
+            r.goal,
+            "yes" if r.passed else "**no**",
+        ]
         lines.append("| " + " | ".join(cells) + " |")
     return lines
 
@@ -240,12 +247,14 @@ def write_report(paths: list[Path], out: Path) -> list[Path]:
 
 def header() -> dict[str, Any]:
     """Where and when a run happened, so the numbers can be read against their machine."""
-    return {"meta": {
-        "date": datetime.now(UTC).strftime("%Y-%m-%d %H:%M UTC"),
-        "machine": machine(),
-        "python": platform.python_version(),
-        "commit": commit(),
-    }}  # fmt: skip
+    return {
+        "meta": {
+            "date": datetime.now(UTC).strftime("%Y-%m-%d %H:%M UTC"),
+            "machine": machine(),
+            "python": platform.python_version(),
+            "commit": commit(),
+        }
+    }
 
 
 def machine() -> str:

@@ -43,8 +43,12 @@ class IngestView(APIView):
         agent = request.user
         assert isinstance(agent, NodeAgent)  # noqa: S101 - IsNodeAgent guarantees it
         result = ingest_batch(node=agent.node, raw=body)
-        metrics.ingested(node=agent.node.name, accepted=result.accepted, duplicates=result.duplicates,
-                         seconds=time.perf_counter() - started)  # fmt: skip
+        metrics.ingested(
+            node=agent.node.name,
+            accepted=result.accepted,
+            duplicates=result.duplicates,
+            seconds=time.perf_counter() - started,
+        )
         return Response({"accepted": result.accepted, "duplicates": result.duplicates})
 
 
@@ -53,8 +57,19 @@ class GpuSerializer(serializers.ModelSerializer[Gpu]):
 
     class Meta:
         model = Gpu
-        fields = ["uuid", "node", "index", "model", "memory_mib", "sharing_mode", "slices", "cross_project",
-                  "health", "in_service", "last_seen"]  # fmt: skip
+        fields = [
+            "uuid",
+            "node",
+            "index",
+            "model",
+            "memory_mib",
+            "sharing_mode",
+            "slices",
+            "cross_project",
+            "health",
+            "in_service",
+            "last_seen",
+        ]
         read_only_fields = fields
 
 
@@ -64,8 +79,19 @@ class NodeSerializer(serializers.ModelSerializer[Node]):
 
     class Meta:
         model = Node
-        fields = ["name", "labels", "capacity", "allocatable", "conditions", "ready", "cordoned", "gpu_model",
-                  "gpu_count", "last_seen", "gpus"]  # fmt: skip
+        fields = [
+            "name",
+            "labels",
+            "capacity",
+            "allocatable",
+            "conditions",
+            "ready",
+            "cordoned",
+            "gpu_model",
+            "gpu_count",
+            "last_seen",
+            "gpus",
+        ]
         read_only_fields = fields
 
 

@@ -77,8 +77,9 @@ class SharedCountersCollector(Collector):
         yield counter_family(totals, INGEST_SAMPLES, "Telemetry samples received", ["result"], results)
         yield counter_family(totals, INGEST_BATCHES, "Telemetry batches received", ["result"], results[::2])
         yield histogram_family(totals, INGEST_SECONDS, "Time to validate and store one batch", INGEST_BUCKETS)
-        yield histogram_family(totals, PUSH_LAG, "From a frame leaving broadcast.py to its websocket send",
-                               PUSH_BUCKETS)  # fmt: skip
+        yield histogram_family(
+            totals, PUSH_LAG, "From a frame leaving broadcast.py to its websocket send", PUSH_BUCKETS
+        )
 
 
 class InventoryCollector(Collector):

@@ -32,11 +32,20 @@ def partitions_maintain(*, now: datetime | None = None) -> dict[str, list[str]]:
 
 def _upsert(rows: Iterable[dict[str, Any]], resolution: Resolution, *, key: str) -> int:
     objects = [
-        GpuRollup(gpu_id=row["gpu_id"], resolution=resolution, bucket=row[key], samples=row["n"],
-                  util_avg=row["u_avg"], util_max=row["u_max"], mem_used_avg=row["m_avg"],
-                  mem_used_max=row["m_max"], temp_max=row["t_max"], power_avg=row["p_avg"])
+        GpuRollup(
+            gpu_id=row["gpu_id"],
+            resolution=resolution,
+            bucket=row[key],
+            samples=row["n"],
+            util_avg=row["u_avg"],
+            util_max=row["u_max"],
+            mem_used_avg=row["m_avg"],
+            mem_used_max=row["m_max"],
+            temp_max=row["t_max"],
+            power_avg=row["p_avg"],
+        )
         for row in rows
-    ]  # fmt: skip
+    ]
     GpuRollup.objects.bulk_create(
         objects,
         update_conflicts=True,
@@ -53,9 +62,16 @@ def rollup_minutes(*, now: datetime | None = None, window: timedelta = timedelta
         GpuSample.objects.filter(ts__gte=end - window, ts__lt=end)
         .annotate(bucket=TruncMinute("ts"))
         .values("gpu_id", "bucket")
-        .annotate(n=Count("ts"), u_avg=Avg("util_gpu"), u_max=Max("util_gpu"), m_avg=Avg("mem_used_mib"),
-                  m_max=Max("mem_used_mib"), t_max=Max("temp_c"), p_avg=Avg("power_w"))
-    )  # fmt: skip
+        .annotate(
+            n=Count("ts"),
+            u_avg=Avg("util_gpu"),
+            u_max=Max("util_gpu"),
+            m_avg=Avg("mem_used_mib"),
+            m_max=Max("mem_used_mib"),
+            t_max=Max("temp_c"),
+            p_avg=Avg("power_w"),
+        )
+    )
     return _upsert(rows, Resolution.MINUTE, key="bucket")
 
 
@@ -66,9 +82,16 @@ def rollup_hours(*, now: datetime | None = None, window: timedelta = timedelta(h
     rows = (
         minutes.annotate(hour=TruncHour("bucket"))
         .values("gpu_id", "hour")
-        .annotate(n=Count("id"), u_avg=Avg("util_avg"), u_max=Max("util_max"), m_avg=Avg("mem_used_avg"),
-                  m_max=Max("mem_used_max"), t_max=Max("temp_max"), p_avg=Avg("power_avg"))
-    )  # fmt: skip
+        .annotate(
+            n=Count("id"),
+            u_avg=Avg("util_avg"),
+            u_max=Max("util_max"),
+            m_avg=Avg("mem_used_avg"),
+            m_max=Max("mem_used_max"),
+            t_max=Max("temp_max"),
+            p_avg=Avg("power_avg"),
+        )
+    )
     return _upsert(rows, Resolution.HOUR, key="hour")
 
 

@@ -198,9 +198,17 @@ def _naive(ts: datetime) -> str:
 def _activity(row: tuple[Any, ...]) -> PodActivity:
     first, last = (_aware(v) for v in row[4:6])
     return PodActivity(
-        str(row[0]), str(row[1]), str(row[2]), int(row[3]), first, last,
-        int(row[6]), int(row[7]), int(row[8]), int(row[9]),
-    )  # fmt: skip
+        str(row[0]),
+        str(row[1]),
+        str(row[2]),
+        int(row[3]),
+        first,
+        last,
+        int(row[6]),
+        int(row[7]),
+        int(row[8]),
+        int(row[9]),
+    )
 
 
 def _aware(value: Any) -> datetime:

@@ -37,9 +37,15 @@ class PromptConnection(Connection):
         timeout: int | None = None,
     ) -> PromptConnection:
         super()._ensure_connection(
-            liveness.on_retry(errback), max_retries, interval_start, interval_step, interval_max, callback,
-            reraise_as_library_errors, timeout,
-        )  # fmt: skip
+            liveness.on_retry(errback),
+            max_retries,
+            interval_start,
+            interval_step,
+            interval_max,
+            callback,
+            reraise_as_library_errors,
+            timeout,
+        )
         return self
 
     def maybe_close_channel(self, channel: Any) -> None:

@@ -18,5 +18,10 @@ def run_bare_pytest(tmp_path: Path, plugin: str, name: str, source: str) -> subp
     args = ["-p", plugin, "-p", "no:django", "-p", "no:cacheprovider", "-q"]
     return subprocess.run(
         [sys.executable, "-m", "pytest", *args, "--rootdir", str(tmp_path), f"test_{name}.py"],
-        cwd=tmp_path, env=env, capture_output=True, text=True, timeout=120, check=False,
-    )  # fmt: skip
+        cwd=tmp_path,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )

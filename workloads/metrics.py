@@ -17,12 +17,27 @@ from workloads import metrics_reads as reads
 from workloads.controller import counts
 from workloads.controller.watches import WATCH_SPECS
 
-GAUGES = ("gpuportal_jobs", "gpuportal_queue_oldest_seconds", "gpuportal_quota_gpus_held",
-          "gpuportal_quota_slices_held", "gpuportal_quota_gpus", "gpuportal_quota_gpus_held_by_type",
-          "gpuportal_quota_gpu_type_limit", "gpuportal_outbox_depth", "gpuportal_outbox_oldest_seconds",
-          "gpuportal_reconcile_pending", "gpuportal_reconcile_lag_seconds")  # fmt: skip
-COUNTERS = ("gpuportal_job_transitions", "gpuportal_idle_warnings", "gpuportal_idle_reclaims",
-            counts.RELISTS, counts.EXPIRED, counts.ERRORS)  # fmt: skip
+GAUGES = (
+    "gpuportal_jobs",
+    "gpuportal_queue_oldest_seconds",
+    "gpuportal_quota_gpus_held",
+    "gpuportal_quota_slices_held",
+    "gpuportal_quota_gpus",
+    "gpuportal_quota_gpus_held_by_type",
+    "gpuportal_quota_gpu_type_limit",
+    "gpuportal_outbox_depth",
+    "gpuportal_outbox_oldest_seconds",
+    "gpuportal_reconcile_pending",
+    "gpuportal_reconcile_lag_seconds",
+)
+COUNTERS = (
+    "gpuportal_job_transitions",
+    "gpuportal_idle_warnings",
+    "gpuportal_idle_reclaims",
+    counts.RELISTS,
+    counts.EXPIRED,
+    counts.ERRORS,
+)
 
 
 class WorkloadsCollector(Collector):

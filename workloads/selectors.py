@@ -208,9 +208,12 @@ def idle_reclaimed_gpu_hours(*, job: Job, now: datetime | None = None) -> float:
     hours = job.idle_reclaimed_gpu_hours
     if job.idle_suspended_at is not None:
         hours += reclaimed_gpu_hours(
-            suspended_at=job.idle_suspended_at, until=job.finished_at or now or timezone.now(),
-            started_at=job.started_at, max_runtime_s=job.max_runtime_minutes * 60, gpus=job.gpu_equivalent,
-        )  # fmt: skip
+            suspended_at=job.idle_suspended_at,
+            until=job.finished_at or now or timezone.now(),
+            started_at=job.started_at,
+            max_runtime_s=job.max_runtime_minutes * 60,
+            gpus=job.gpu_equivalent,
+        )
     return hours
 
 

@@ -49,8 +49,11 @@ def test_members_viewers_and_outsiders_may_not_post(world: World, receiver: Rece
     ProjectWebhook.objects.create(project=world.alpha, url=receiver.url, secret="s" * 64)
     for user, code in ((world.member, 403), (world.viewer, 403), (world.outsider, 404)):
         client = session_client(user)
-        for path, data in (("webhook/", {"url": "https://evil.example/x"}), ("webhook/test/", {}),
-                           ("webhook/remove/", {})):  # fmt: skip
+        for path, data in (
+            ("webhook/", {"url": "https://evil.example/x"}),
+            ("webhook/test/", {}),
+            ("webhook/remove/", {}),
+        ):
             assert client.post(PAGE + path, data).status_code == code, (user, path)
     hook = ProjectWebhook.objects.get()
     assert (hook.url, WebhookDelivery.objects.count()) == (receiver.url, 0)

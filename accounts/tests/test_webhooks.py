@@ -37,8 +37,9 @@ def test_only_managers_set_it_and_the_secret_is_shown_once(world: World, receive
     assert "secret" not in again.json()
     assert again.json()["url"] == receiver.url + "2"
     for user, code in ((world.member, 403), (world.viewer, 403), (world.outsider, 404)):
-        response = api_client(user, scopes=ADMIN).put(f"/api/v1/projects/{world.alpha.slug}/webhook/",
-                                                      {"url": receiver.url}, format="json")  # fmt: skip
+        response = api_client(user, scopes=ADMIN).put(
+            f"/api/v1/projects/{world.alpha.slug}/webhook/", {"url": receiver.url}, format="json"
+        )
         assert response.status_code == code, (user, response.content)
     assert api_client(world.member).get(f"/api/v1/projects/{world.alpha.slug}/webhook/").status_code == 403
 

@@ -261,11 +261,18 @@ def kubeadm_configs(site: Site) -> dict[str, str]:
             "serviceSubnet": d["network"]["service_cidr"],
             "dnsDomain": d["network"]["dns_domain"],
         },
-        "apiServer": {"certSANs": sorted({d["cluster"]["control_plane_endpoint"].rsplit(":", 1)[0],
-                                          *(n["address"] for n in site.with_role("control-plane"))}),
-                      "extraArgs": [{"name": "enable-admission-plugins",
-                                     "value": "NodeRestriction,ExtendedResourceToleration"}]},
-    }  # fmt: skip
+        "apiServer": {
+            "certSANs": sorted(
+                {
+                    d["cluster"]["control_plane_endpoint"].rsplit(":", 1)[0],
+                    *(n["address"] for n in site.with_role("control-plane")),
+                }
+            ),
+            "extraArgs": [
+                {"name": "enable-admission-plugins", "value": "NodeRestriction,ExtendedResourceToleration"}
+            ],
+        },
+    }
     port = (
         int(d["cluster"]["control_plane_endpoint"].rsplit(":", 1)[1])
         if ":" in d["cluster"]["control_plane_endpoint"]
@@ -284,10 +291,15 @@ def kubeadm_configs(site: Site) -> dict[str, str]:
         join: JSON = {
             "apiVersion": KUBEADM_API,
             "kind": "JoinConfiguration",
-            "discovery": {"bootstrapToken": {"apiServerEndpoint": d["cluster"]["control_plane_endpoint"],
-                                             "token": JOIN_TOKEN, "caCertHashes": [CA_CERT_HASH]}},
+            "discovery": {
+                "bootstrapToken": {
+                    "apiServerEndpoint": d["cluster"]["control_plane_endpoint"],
+                    "token": JOIN_TOKEN,
+                    "caCertHashes": [CA_CERT_HASH],
+                }
+            },
             "nodeRegistration": _node_registration(site, node),
-        }  # fmt: skip
+        }
         if "control-plane" in node["roles"]:
             join["controlPlane"] = {
                 "localAPIEndpoint": {"advertiseAddress": node["address"], "bindPort": port},

@@ -18,9 +18,13 @@ def make_node(name: str = "gpu-node-0", *, gpus: int = 4) -> Node:
     # As the node watch mirrors it: the GPU count comes from what the device plugin advertises.
     resources = {GPU_RESOURCE: str(gpus)}
     return Node.objects.create(
-        name=name, gpu_model="NVIDIA-GeForce-RTX-5090", gpu_count=gpus, labels={"type": "kwok"},
-        capacity=resources, allocatable=resources,
-    )  # fmt: skip
+        name=name,
+        gpu_model="NVIDIA-GeForce-RTX-5090",
+        gpu_count=gpus,
+        labels={"type": "kwok"},
+        capacity=resources,
+        allocatable=resources,
+    )
 
 
 def make_gpus(node: Node, count: int = 4) -> list[Gpu]:
@@ -50,8 +54,16 @@ def sample(
 ) -> dict[str, Any]:
     procs = []
     if namespace is not None:
-        procs.append({"pid": 4242, "mem_used_mib": 9000, "pod_uid": "u-1", "pod_namespace": namespace,
-                      "pod_name": pod or "job-x-0", "container": "main"})  # fmt: skip
+        procs.append(
+            {
+                "pid": 4242,
+                "mem_used_mib": 9000,
+                "pod_uid": "u-1",
+                "pod_namespace": namespace,
+                "pod_name": pod or "job-x-0",
+                "container": "main",
+            }
+        )
     body: dict[str, Any] = {
         "gpu_uuid": uuid,
         "ts": rfc3339(ts or datetime.now(UTC)),

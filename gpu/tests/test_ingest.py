@@ -161,9 +161,14 @@ def test_xid_and_ecc_become_events_and_health() -> None:
     node = make_node()
     a, b, c = make_gpus(node, 3)
     ts = datetime.now(UTC) - timedelta(seconds=5)
-    body = batch(node.name, [
-        sample(a.uuid, ts, xid=79), sample(b.uuid, ts, xid=13), sample(c.uuid, ts, ecc_sbe=2),
-    ])  # fmt: skip
+    body = batch(
+        node.name,
+        [
+            sample(a.uuid, ts, xid=79),
+            sample(b.uuid, ts, xid=13),
+            sample(c.uuid, ts, ecc_sbe=2),
+        ],
+    )
     secret = node_token(node)
     assert post(secret, body).status_code == 200
     assert post(secret, body).json()["duplicates"] == 3  # a retry makes no second event

@@ -33,9 +33,16 @@ def test_the_gpus_ingest_reads_equal_the_orms() -> None:
     a, b = make_gpus(node, 2)
     seen = datetime(2026, 12, 5, 10, 0, tzinfo=UTC)
     Gpu.objects.filter(pk=a.pk).update(
-        sharing_mode=SharingMode.SHARED, slices=4, cross_project=True, in_service=False,
-        health=GpuHealth.DEGRADED, ecc_sbe=3, last_bad_at=seen, last_seen=seen, health_reason="ECC",
-    )  # fmt: skip
+        sharing_mode=SharingMode.SHARED,
+        slices=4,
+        cross_project=True,
+        in_service=False,
+        health=GpuHealth.DEGRADED,
+        ecc_sbe=3,
+        last_bad_at=seen,
+        last_seen=seen,
+        health_reason="ECC",
+    )
     read = _node_gpus(node)
     for gpu in Gpu.objects.filter(node=node):
         fields = [f.attname for f in Gpu._meta.concrete_fields]

@@ -76,6 +76,16 @@ def test_minute_and_hour_rollups_are_upserted_idempotently() -> None:
 def test_old_rollups_are_pruned() -> None:
     (gpu,) = make_gpus(make_node(), 1)
     old = datetime.now(UTC) - timedelta(days=400)
-    GpuRollup.objects.create(gpu=gpu, resolution=Resolution.HOUR, bucket=old, samples=1, util_avg=1,
-                             util_max=1, mem_used_avg=1, mem_used_max=1, temp_max=1, power_avg=1)  # fmt: skip
+    GpuRollup.objects.create(
+        gpu=gpu,
+        resolution=Resolution.HOUR,
+        bucket=old,
+        samples=1,
+        util_avg=1,
+        util_max=1,
+        mem_used_avg=1,
+        mem_used_max=1,
+        temp_max=1,
+        power_avg=1,
+    )
     assert retention.rollups_prune() == 1

@@ -63,9 +63,14 @@ def test_a_critical_xid_puts_a_gpu_out_and_a_clean_interval_brings_it_back(
     bad, good = _fresh(bad, good)
     assert (bad.health, bad.health_reason, good.health) == (GpuHealth.UNHEALTHY, "XID 79", GpuHealth.HEALTHY)
     assert failures == [
-        {"signal": gpu_failed, "node": node.name, "gpu_uuid": bad.uuid, "reason": "XID 79",
-         "pods": [("gp-alpha", "job-abc-0")]}
-    ]  # fmt: skip
+        {
+            "signal": gpu_failed,
+            "node": node.name,
+            "gpu_uuid": bad.uuid,
+            "reason": "XID 79",
+            "pods": [("gp-alpha", "job-abc-0")],
+        }
+    ]
     assert selectors.plugin_config()["gpus"][bad.uuid] == {"mode": "exclusive", "in_service": False}
     assert sends.call_args.args == ("workloads.reconcile_node",)
     post(node, [sample(bad.uuid, t0 + timedelta(seconds=29))])  # clean, but inside the interval

@@ -23,15 +23,19 @@ def raw_node(
     name: str = "n1", *, unschedulable: bool = False, labels: dict[str, str] | None = None
 ) -> dict[str, Any]:
     return {
-        "metadata": {"name": name, "uid": "u-1", "resourceVersion": "5",
-                     "labels": labels or {"nvidia.com/gpu.product": "NVIDIA-GeForce-RTX-5090"}},
+        "metadata": {
+            "name": name,
+            "uid": "u-1",
+            "resourceVersion": "5",
+            "labels": labels or {"nvidia.com/gpu.product": "NVIDIA-GeForce-RTX-5090"},
+        },
         "spec": {"unschedulable": unschedulable} if unschedulable else {},
         "status": {
             "capacity": {"nvidia.com/gpu": "4", "cpu": "64"},
             "allocatable": {"nvidia.com/gpu": "4", "cpu": "63"},
             "conditions": [{"type": "Ready", "status": "True", "lastHeartbeatTime": "2026-11-30T00:00:00Z"}],
         },
-    }  # fmt: skip
+    }
 
 
 def test_node_apply_mirrors_the_raw_node() -> None:

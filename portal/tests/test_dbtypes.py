@@ -85,12 +85,15 @@ class FakeAdapters:
         self.registered.append((name, loader))
 
 
-@pytest.mark.parametrize(("vendor", "zone", "expected"), [
-    ("postgresql", UTC, [("timestamptz", UtcTimestamptzLoader)]),
-    ("postgresql", ZoneInfo("Europe/Paris"), []),  # DATABASES TIME_ZONE: Django's loader stays
-    ("postgresql", None, []),  # USE_TZ off: naive datetimes, Django's loader stays
-    ("sqlite", UTC, []),
-])  # fmt: skip
+@pytest.mark.parametrize(
+    ("vendor", "zone", "expected"),
+    [
+        ("postgresql", UTC, [("timestamptz", UtcTimestamptzLoader)]),
+        ("postgresql", ZoneInfo("Europe/Paris"), []),  # DATABASES TIME_ZONE: Django's loader stays
+        ("postgresql", None, []),  # USE_TZ off: naive datetimes, Django's loader stays
+        ("sqlite", UTC, []),
+    ],
+)
 def test_it_is_used_only_where_the_session_is_in_utc(vendor: str, zone: Any, expected: list[Any]) -> None:
     adapters = FakeAdapters()
     fake = SimpleNamespace(vendor=vendor, timezone=zone, connection=SimpleNamespace(adapters=adapters))

@@ -57,17 +57,27 @@ def site(world: World, monkeypatch: pytest.MonkeyPatch) -> Iterator[dict[str, An
         actor=world.member, project=world.alpha, data={"image": IMAGE, "gpus": 1}
     )
     Job.objects.filter(pk=running.pk).update(  # a running job's page: live log panel, idle banner, hint
-        state=JobState.RUNNING, started_at=now - timedelta(minutes=40), node="gpu-node-0",
-        peak_gpu_mem_mib=7000, peak_sm_pct=20, gpu_mem_total_mib=32607, idle_warned_at=now,
-    )  # fmt: skip
+        state=JobState.RUNNING,
+        started_at=now - timedelta(minutes=40),
+        node="gpu-node-0",
+        peak_gpu_mem_mib=7000,
+        peak_sm_pct=20,
+        gpu_mem_total_mib=32607,
+        idle_warned_at=now,
+    )
     node = make_node("gpu-node-0")
     make_gpus(node, 2)
     with daphne_server() as base, sync_playwright() as pw:
         browser = pw.chromium.launch(executable_path="/usr/bin/chromium", args=["--no-sandbox"])
         yield {
-            "base": base, "browser": browser, "job": job, "failed": failed, "running": running,
-            "node": node, "world": world,
-        }  # fmt: skip
+            "base": base,
+            "browser": browser,
+            "job": job,
+            "failed": failed,
+            "running": running,
+            "node": node,
+            "world": world,
+        }
         browser.close()
 
 

@@ -45,8 +45,9 @@ def env(**extra: str) -> dict[str, str]:
 
 
 def run(args: list[str], timeout: int = 600, **extra: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(args, capture_output=True, text=True, timeout=timeout, cwd=ANSIBLE,
-                          env=env(**extra), check=False)  # fmt: skip
+    return subprocess.run(
+        args, capture_output=True, text=True, timeout=timeout, cwd=ANSIBLE, env=env(**extra), check=False
+    )
 
 
 RECAP = re.compile(r"^(\S+)\s+: ok=(\d+)\s+changed=(\d+)\s+unreachable=(\d+)\s+failed=(\d+)", re.M)
@@ -65,8 +66,10 @@ def playbook(args: list[str], timeout: int = 600) -> PlaybookRun:
     """Run ansible-playbook (args start with it or a wrapper); fail the test with its output if it failed."""
     out = run(args, timeout=timeout)
     text = out.stdout + out.stderr
-    stats = {m[1]: {"ok": int(m[2]), "changed": int(m[3]), "unreachable": int(m[4]), "failed": int(m[5])}
-             for m in RECAP.finditer(out.stdout)}  # fmt: skip
+    stats = {
+        m[1]: {"ok": int(m[2]), "changed": int(m[3]), "unreachable": int(m[4]), "failed": int(m[5])}
+        for m in RECAP.finditer(out.stdout)
+    }
     if out.returncode != 0 or not stats:
         pytest.fail(f"ansible-playbook failed (rc {out.returncode}):\n{text[-8000:]}", pytrace=False)
     changed, task = [], ""

@@ -50,12 +50,21 @@ def build(log: Path) -> Path:
         'echo node-under-test > "$1/etc/hostname"',
         f'chroot "$1" apt-get install -y -qq --download-only {" ".join(node_packages())}',
     ]
-    cmd = ["mmdebstrap", "--quiet", "--variant=minbase", "--include=" + ",".join(BASE),
-           "--aptopt=APT::Install-Recommends \"false\"",
-           "--skip=cleanup/apt/lists", "--skip=cleanup/apt/cache",
-           *[f"--customize-hook={hook}" for hook in hooks],
-           "bookworm", str(partial), f"deb {MIRROR} bookworm main", f"deb {MIRROR} bookworm-updates main",
-           f"deb {SECURITY} bookworm-security main"]  # fmt: skip
+    cmd = [
+        "mmdebstrap",
+        "--quiet",
+        "--variant=minbase",
+        "--include=" + ",".join(BASE),
+        '--aptopt=APT::Install-Recommends "false"',
+        "--skip=cleanup/apt/lists",
+        "--skip=cleanup/apt/cache",
+        *[f"--customize-hook={hook}" for hook in hooks],
+        "bookworm",
+        str(partial),
+        f"deb {MIRROR} bookworm main",
+        f"deb {MIRROR} bookworm-updates main",
+        f"deb {SECURITY} bookworm-security main",
+    ]
     with log.open("w") as out:
         subprocess.run(cmd, stdout=out, stderr=subprocess.STDOUT, check=True, timeout=1200)
     partial.rename(target)

@@ -25,8 +25,11 @@ RAW = re.compile(
 def _module_file(version: str, path: str) -> bytes:
     got = subprocess.run(
         ["go", "mod", "download", "-json", f"github.com/flannel-io/flannel@{version}"],
-        capture_output=True, text=True, timeout=300, check=False,
-    )  # fmt: skip
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+    )
     assert got.returncode == 0, got.stdout + got.stderr
     return (Path(json.loads(got.stdout)["Dir"]) / path).read_bytes()
 

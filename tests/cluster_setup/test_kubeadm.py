@@ -17,16 +17,24 @@ SITES = {
     "three-control-planes": EXAMPLES / "ha-3cp.yaml",
 }
 # What join.yml fills in at join time (in /run only): a well-formed token, CA hash and certificate key.
-SECRETS = {sitefile.JOIN_TOKEN: "abcdef.0123456789abcdef", sitefile.CA_CERT_HASH: "sha256:" + "ab" * 32,
-           sitefile.CERTIFICATE_KEY: "cd" * 32}  # fmt: skip
+SECRETS = {
+    sitefile.JOIN_TOKEN: "abcdef.0123456789abcdef",
+    sitefile.CA_CERT_HASH: "sha256:" + "ab" * 32,
+    sitefile.CERTIFICATE_KEY: "cd" * 32,
+}
 
 
 def validate(config: Path) -> subprocess.CompletedProcess[str]:
     kubeadm = bin_dir() / "kubeadm"
     if not kubeadm.is_file():
         pytest.fail(f"{kubeadm} is missing: run `make cluster-build` (it builds kubeadm)")
-    return subprocess.run([str(kubeadm), "config", "validate", "--config", str(config)],
-                          capture_output=True, text=True, timeout=60, check=False)  # fmt: skip
+    return subprocess.run(
+        [str(kubeadm), "config", "validate", "--config", str(config)],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
 
 
 @pytest.mark.parametrize("name", SITES)
@@ -51,8 +59,11 @@ def test_the_configurations_carry_the_site_values() -> None:
     assert init["kind"] == "InitConfiguration"
     assert init["localAPIEndpoint"]["advertiseAddress"] == "10.0.0.11"
     assert cluster["controlPlaneEndpoint"] == "k8s-api.ha.example:6443"
-    assert cluster["networking"] == {"podSubnet": "10.32.0.0/16", "serviceSubnet": "10.33.0.0/16",
-                                     "dnsDomain": "cluster.local"}  # fmt: skip
+    assert cluster["networking"] == {
+        "podSubnet": "10.32.0.0/16",
+        "serviceSubnet": "10.33.0.0/16",
+        "dnsDomain": "cluster.local",
+    }
     assert cluster["kubernetesVersion"] == "v1.36.3"
     assert kubelet["cgroupDriver"] == "systemd"
     cp2 = yaml.safe_load(configs["cp2"])

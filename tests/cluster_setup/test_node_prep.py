@@ -32,8 +32,14 @@ def inventory(root: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
     """The example site's inventory, its first worker being the root filesystem."""
     site = sitefile.load(SITE)
     inv = sitefile.inventory(site)
-    host = {"ansible_host": str(root), "ansible_connection": "chroot", "ansible_become": False,
-            "node_address": "192.168.110.111", "node_interface": "ens1f0", "node_gpus": 4}  # fmt: skip
+    host = {
+        "ansible_host": str(root),
+        "ansible_connection": "chroot",
+        "ansible_become": False,
+        "node_address": "192.168.110.111",
+        "node_interface": "ens1f0",
+        "node_gpus": 4,
+    }
     inv["all"]["vars"]["host_live"] = False
     inv["all"]["children"] = {"workers": {"hosts": {"gpu1": host}}, "gpu_nodes": {"hosts": {"gpu1": {}}}}
     path = tmp_path_factory.mktemp("inv") / "inventory.yml"
@@ -44,8 +50,7 @@ def inventory(root: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
 def prepare(root: Path, inventory: Path) -> tuple[PlaybookRun, float]:
     """One run, in a private mount namespace holding the chroot's /proc and /dev (gone when it exits)."""
     argv = [tool("ansible-playbook"), "-i", str(inventory), str(ANSIBLE / "playbooks" / "prepare.yml")]
-    script = (f"mount -t proc proc {root}/proc && mount --rbind /dev {root}/dev && "
-              f"exec {shlex.join(argv)}")  # fmt: skip
+    script = f"mount -t proc proc {root}/proc && mount --rbind /dev {root}/dev && exec {shlex.join(argv)}"
     started = time.monotonic()
     result = playbook(["unshare", "--mount", "--propagation", "private", "sh", "-c", script], timeout=900)
     return result, time.monotonic() - started
@@ -59,8 +64,13 @@ def runs(root: Path, inventory: Path) -> list[tuple[PlaybookRun, float]]:
 
 
 def dpkg_installed(root: Path) -> set[str]:
-    out = subprocess.run(["chroot", str(root), "dpkg-query", "-W", "-f", "${Package} ${db:Status-Status}\n"],
-                         capture_output=True, text=True, check=True, timeout=60).stdout  # fmt: skip
+    out = subprocess.run(
+        ["chroot", str(root), "dpkg-query", "-W", "-f", "${Package} ${db:Status-Status}\n"],
+        capture_output=True,
+        text=True,
+        check=True,
+        timeout=60,
+    ).stdout
     return {line.split()[0] for line in out.splitlines() if line.endswith(" installed")}
 
 
@@ -74,14 +84,21 @@ def test_the_first_run_installs_and_configures_the_node(
     assert stats["changed"] > 0, "a fresh Debian root must need preparing"
     installed = dpkg_installed(root)
     assert set(rootfs.node_packages()) <= installed, set(rootfs.node_packages()) - installed
-    version = subprocess.run(["chroot", str(root), "dpkg-query", "-W", "-f", "${Version}", "containerd"],
-                             capture_output=True, text=True, check=True).stdout  # fmt: skip
+    version = subprocess.run(
+        ["chroot", str(root), "dpkg-query", "-W", "-f", "${Version}", "containerd"],
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout
     assert version == sitefile.load(SITE).data["containerd"]["version"]
     etc = root / "etc"
     assert (etc / "modules-load.d" / "kubernetes.conf").read_text().split() == ["overlay", "br_netfilter"]
     sysctl = (etc / "sysctl.d" / "99-kubernetes.conf").read_text()
-    for line in ("net.ipv4.ip_forward = 1", "net.bridge.bridge-nf-call-iptables = 1",
-                 "net.bridge.bridge-nf-call-ip6tables = 1"):  # fmt: skip
+    for line in (
+        "net.ipv4.ip_forward = 1",
+        "net.bridge.bridge-nf-call-iptables = 1",
+        "net.bridge.bridge-nf-call-ip6tables = 1",
+    ):
         assert line in sysctl
     fstab = (etc / "fstab").read_text()
     assert "# off for the kubelet: /swap.img none swap sw 0 0" in fstab

@@ -26,8 +26,18 @@ def test_the_site_values_install_onto_the_cluster(
     values["fullnameOverride"] = RELEASE
     path = tmp_path_factory.mktemp("site") / "portal-values.yaml"
     path.write_text(yaml.safe_dump(values))
-    kube.helm("install", RELEASE, str(CHART), "-n", NAMESPACE, "--create-namespace", "-f", str(path),
-              "--timeout", "300s")  # fmt: skip
+    kube.helm(
+        "install",
+        RELEASE,
+        str(CHART),
+        "-n",
+        NAMESPACE,
+        "--create-namespace",
+        "-f",
+        str(path),
+        "--timeout",
+        "300s",
+    )
     try:
         got = json.loads(kube.helm("get", "values", RELEASE, "-n", NAMESPACE, "-o", "json"))
         assert got["portal"]["allowedHosts"] == ["portal.lab.example"]

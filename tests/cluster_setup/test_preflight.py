@@ -36,8 +36,14 @@ def root(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 def inventory(root: Path, workdir: Path, *, gpu: bool, interface: str, address: str) -> Path:
     inv: dict[str, Any] = sitefile.inventory(sitefile.load(SITE))
-    host = {"ansible_host": str(root), "ansible_connection": "chroot", "ansible_become": False,
-            "node_address": address, "node_interface": interface, "node_gpus": 4}  # fmt: skip
+    host = {
+        "ansible_host": str(root),
+        "ansible_connection": "chroot",
+        "ansible_become": False,
+        "node_address": address,
+        "node_interface": interface,
+        "node_gpus": 4,
+    }
     inv["all"]["children"] = {
         "workers": {"hosts": {"gpu1": host}},
         "gpu_nodes": {"hosts": {"gpu1": {}} if gpu else {}},

@@ -71,13 +71,15 @@ BAD: dict[str, tuple[dict[str, Any], str]] = {
     "duplicate name": (setting("nodes.2.name", "gpu1"), "nodes[2].name: 'gpu1' is also nodes[1].name"),
     "dup address": (setting("nodes.3.address", "192.168.110.111"), "nodes[3].address: '192.168.110.111'"),
     "no control plane": (setting("nodes.0.roles", ["worker"]), "nodes: no node has the role control-plane"),
-    "two control planes": (more_nodes({"name": "cp2", "address": "192.168.110.102", "roles": [CP]}),
-                           "nodes: 2 control-plane nodes; etcd needs an odd number"),
+    "two control planes": (
+        more_nodes({"name": "cp2", "address": "192.168.110.102", "roles": [CP]}),
+        "nodes: 2 control-plane nodes; etcd needs an odd number",
+    ),
     "gpu without worker": (setting("nodes.0.gpus", 2), "nodes[0].roles: a node with gpus"),
     "missing ca": (setting("registry.ca_file", "nope.pem"), "registry.ca_file:"),
     "node in pod cidr": (setting("nodes.1.address", "10.244.1.5"), "nodes[1].address: 10.244.1.5 lies"),
     "bad export": (setting("storage.nfs.export", "srv/nfs"), "storage.nfs.export: 'srv/nfs'"),
-}  # fmt: skip
+}
 
 
 def write(tmp_path: Path, data: Any) -> Path:

@@ -167,9 +167,14 @@ def test_usage_comes_in_pages_with_one_key_per_row(world: World) -> None:
 
     start = timezone.now() - timedelta(days=3)
     Job.objects.create(
-        project=world.alpha, owner=world.member, image=IMAGE, state="succeeded", gpus=1,
-        started_at=start, finished_at=timezone.now(),
-    )  # fmt: skip
+        project=world.alpha,
+        owner=world.member,
+        image=IMAGE,
+        state="succeeded",
+        gpus=1,
+        started_at=start,
+        finished_at=timezone.now(),
+    )
     client = api_client(world.member)
     first = client.get("/api/v1/usage/?group=project&page_size=2").json()
     assert first["count"] == 4  # four UTC days touched by a three-day run

@@ -65,8 +65,11 @@ def demo(tmp_path: Path) -> Iterator[Demo]:
     with log.open("wb") as out:
         proc = subprocess.Popen(
             [sys.executable, "manage.py", "demo", "--port", str(port), "--cluster-name", CLUSTER],
-            cwd=REPO, env=env, stdout=out, stderr=subprocess.STDOUT,
-        )  # fmt: skip
+            cwd=REPO,
+            env=env,
+            stdout=out,
+            stderr=subprocess.STDOUT,
+        )
     try:
         yield Demo(proc, log, tmp_path / "portal.sqlite3", f"http://127.0.0.1:{port}")
     finally:
@@ -90,10 +93,14 @@ def _signed_in(base: str, password: str) -> requests.Session:
     session.get(f"{base}/accounts/login/", timeout=10).raise_for_status()
     answer = session.post(
         f"{base}/accounts/login/",
-        data={"login": "researcher@example.com", "password": password,
-              "csrfmiddlewaretoken": session.cookies["csrftoken"]},
-        headers={"Referer": f"{base}/accounts/login/"}, timeout=10,
-    )  # fmt: skip
+        data={
+            "login": "researcher@example.com",
+            "password": password,
+            "csrfmiddlewaretoken": session.cookies["csrftoken"],
+        },
+        headers={"Referer": f"{base}/accounts/login/"},
+        timeout=10,
+    )
     assert answer.ok, answer.status_code
     assert "/accounts/login/" not in answer.url, "the printed password did not sign in"
     return session

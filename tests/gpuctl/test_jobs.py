@@ -48,17 +48,49 @@ def later(seconds: float, change: Callable[[], object]) -> threading.Thread:
 
 def test_submit_sends_every_spec_flag(world: World, cli: Any, capsys: pytest.CaptureFixture[str]) -> None:
     rc = cli(
-        "submit", "-p", "alpha", "-i", IMAGE, "-n", "full", "-g", "1", "--gpu-type", "NVIDIA-H200",
-        "--cpu", "2", "--memory", "8Gi", "-v", "data:/data:ro", "-e", "A=1", "-e", "B=x=y",
-        "--arg=--epochs", "--arg", "3", "--priority", "high", "--max-runtime", "30", "--preemptible",
-        "--", "python", "train.py",
-    )  # fmt: skip
+        "submit",
+        "-p",
+        "alpha",
+        "-i",
+        IMAGE,
+        "-n",
+        "full",
+        "-g",
+        "1",
+        "--gpu-type",
+        "NVIDIA-H200",
+        "--cpu",
+        "2",
+        "--memory",
+        "8Gi",
+        "-v",
+        "data:/data:ro",
+        "-e",
+        "A=1",
+        "-e",
+        "B=x=y",
+        "--arg=--epochs",
+        "--arg",
+        "3",
+        "--priority",
+        "high",
+        "--max-runtime",
+        "30",
+        "--preemptible",
+        "--",
+        "python",
+        "train.py",
+    )
     assert rc == 0, capsys.readouterr().err
     job = Job.objects.get()
     assert f"submitted {job.uid} (queued)" in capsys.readouterr().out
     assert (job.name, job.gpus, job.gpu_type, job.cpu_millicores, job.memory_mib) == (
-        "full", 1, "NVIDIA-H200", 2000, 8192,
-    )  # fmt: skip
+        "full",
+        1,
+        "NVIDIA-H200",
+        2000,
+        8192,
+    )
     assert job.volumes == [{"volume": "data", "mount_path": "/data", "read_only": True}]
     assert job.env == [{"name": "A", "value": "1"}, {"name": "B", "value": "x=y"}]
     assert (job.args, job.command) == (["--epochs", "3"], ["python", "train.py"])
@@ -179,9 +211,14 @@ def test_usage_daily_reads_every_page_of_the_usage_list(
 
     start = timezone.now() - timedelta(days=59)  # 60 UTC days: more than one page of 50
     Job.objects.create(
-        project=world.alpha, owner=world.member, image=IMAGE, state="succeeded", gpus=1,
-        started_at=start, finished_at=timezone.now(),
-    )  # fmt: skip
+        project=world.alpha,
+        owner=world.member,
+        image=IMAGE,
+        state="succeeded",
+        gpus=1,
+        started_at=start,
+        finished_at=timezone.now(),
+    )
     capsys.readouterr()
     assert cli("usage", "--daily", "--days", "90") == 0
     rows = capsys.readouterr().out.splitlines()

@@ -31,9 +31,13 @@ class Kube:
 
     def run(self, name: str, *args: str, stdin: str | None = None, check: bool = True) -> str:
         out = subprocess.run(
-            [tool(name), *args], input=stdin, capture_output=True, text=True, timeout=600,
+            [tool(name), *args],
+            input=stdin,
+            capture_output=True,
+            text=True,
+            timeout=600,
             env={"KUBECONFIG": str(self.kubeconfig), "HOME": "/tmp", "PATH": "/usr/bin:/bin"},
-        )  # fmt: skip
+        )
         if check and out.returncode != 0:
             raise AssertionError(f"{name} {' '.join(args)} failed ({out.returncode}):\n{out.stderr}")
         return out.stdout if check else out.stdout + out.stderr

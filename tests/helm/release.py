@@ -32,8 +32,17 @@ class Release:
     def install(self) -> None:
         self.values = {"fullnameOverride": RELEASE, "node.namespace": self.node_namespace}
         started = time.monotonic()
-        self.kube.helm("install", RELEASE, str(CHART), "-n", self.namespace, "--create-namespace",
-                       *value_args(self.values), "--timeout", "300s")  # fmt: skip
+        self.kube.helm(
+            "install",
+            RELEASE,
+            str(CHART),
+            "-n",
+            self.namespace,
+            "--create-namespace",
+            *value_args(self.values),
+            "--timeout",
+            "300s",
+        )
         self.install_seconds = time.monotonic() - started
 
     def secret(self, name: str, key: str) -> str:

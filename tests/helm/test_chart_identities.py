@@ -43,8 +43,9 @@ ROLES = ("web", "worker", "controller", "provisioner")
 
 
 def _client(release: Release, admin: Path, identity: str, tmp_path: Path) -> RealKubeClient:
-    token = release.kube.kubectl("create", "token", f"{RELEASE}-{identity}", "-n", release.namespace,
-                                 "--duration=1h").strip()  # fmt: skip
+    token = release.kube.kubectl(
+        "create", "token", f"{RELEASE}-{identity}", "-n", release.namespace, "--duration=1h"
+    ).strip()
     kubeconfig = yaml.safe_load(admin.read_text())
     kubeconfig["users"] = [{"name": identity, "user": {"token": token}}]
     for context in kubeconfig["contexts"]:

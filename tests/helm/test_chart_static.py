@@ -74,8 +74,11 @@ def test_every_value_set_renders_the_whole_portal(name: str) -> None:
     bundled = {"gp-gpu-portal-postgresql", "gp-gpu-portal-redis"}
     assert stores == (bundled - {"gp-gpu-portal-postgresql"} if name == "external-database" else bundled)
     assert bool(of_kind(docs, "Ingress")) == (name == "ingress")
-    hooks = {d["metadata"]["name"]: d["metadata"]["annotations"]["helm.sh/hook"] for d in docs
-             if "helm.sh/hook" in d["metadata"].get("annotations", {})}  # fmt: skip
+    hooks = {
+        d["metadata"]["name"]: d["metadata"]["annotations"]["helm.sh/hook"]
+        for d in docs
+        if "helm.sh/hook" in d["metadata"].get("annotations", {})
+    }
     assert hooks == {"gp-gpu-portal-migrate": "post-install,pre-upgrade", "gp-gpu-portal-test-readyz": "test"}
 
 
@@ -167,9 +170,12 @@ def test_the_charts_environment_passes_the_production_deploy_check() -> None:
     assert env["DATABASE_URL"].startswith("postgres://portal:")
     out = subprocess.run(
         [sys.executable, "manage.py", "check", "--deploy", "--fail-level", "WARNING"],
-        env={"PATH": os.environ["PATH"], "HOME": "/tmp", **env}, cwd=CHART.parents[2],
-        capture_output=True, text=True, timeout=120,
-    )  # fmt: skip
+        env={"PATH": os.environ["PATH"], "HOME": "/tmp", **env},
+        cwd=CHART.parents[2],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert out.returncode == 0, out.stderr
     assert "System check identified no issues" in out.stdout
 

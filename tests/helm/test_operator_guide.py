@@ -31,8 +31,14 @@ def _run(script: str, kubeconfig: Path, workdir: Path) -> str:
         "PATH": f"{bin_dir()}:/usr/bin:/bin",
         "HOME": str(workdir),
     }
-    out = subprocess.run(["bash", "-euo", "pipefail", "-c", f"cd {REPO}\n{script}"], env=env,
-                         capture_output=True, text=True, timeout=900, cwd=workdir)  # fmt: skip
+    out = subprocess.run(
+        ["bash", "-euo", "pipefail", "-c", f"cd {REPO}\n{script}"],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=900,
+        cwd=workdir,
+    )
     assert out.returncode == 0, f"the guide's commands failed:\n{script}\n{out.stderr}\n{out.stdout}"
     return out.stdout
 

@@ -62,8 +62,9 @@ def grow(fx: Fixed, k: int) -> None:
         for user in (w.member, w.admin):
             _token(user, n)
         JobTemplate.objects.create(project=w.alpha, name=f"t{n}", spec=SPEC, created_by=w.member)
-        QuotaGrant.objects.create(project=w.alpha, requested_by=w.member, gpus=1,
-                                  until=timezone.now() + timedelta(days=1))  # fmt: skip
+        QuotaGrant.objects.create(
+            project=w.alpha, requested_by=w.member, gpus=1, until=timezone.now() + timedelta(days=1)
+        )
     _events(fx.job, k)
     _gpus(fx.node, k)
     WebhookDelivery.objects.bulk_create(
@@ -76,9 +77,16 @@ def _job(project: Project, owner: User, state: str) -> Job:
     started = now - timedelta(hours=30) if state != JobState.QUEUED else None
     finished = now - timedelta(hours=1) if state in (JobState.SUCCEEDED, JobState.FAILED) else None
     return Job.objects.create(
-        project=project, owner=owner, image=IMAGE, gpus=1, state=state, started_at=started,
-        finished_at=finished, queue_explanation={"code": "quota", "reason": "waiting"}, node="n1",
-    )  # fmt: skip
+        project=project,
+        owner=owner,
+        image=IMAGE,
+        gpus=1,
+        state=state,
+        started_at=started,
+        finished_at=finished,
+        queue_explanation={"code": "quota", "reason": "waiting"},
+        node="n1",
+    )
 
 
 def _events(job: Job, k: int) -> None:
@@ -113,5 +121,6 @@ def _gpus(node: Node, k: int) -> None:
 
 
 def _token(user: User, n: int) -> None:
-    ApiToken.objects.create(user=user, name=f"t{n}", prefix=f"p{n}{user.pk}x", digest=f"d{n}-{user.pk}",
-                            scopes=[TokenScope.READ])  # fmt: skip
+    ApiToken.objects.create(
+        user=user, name=f"t{n}", prefix=f"p{n}{user.pk}x", digest=f"d{n}-{user.pk}", scopes=[TokenScope.READ]
+    )

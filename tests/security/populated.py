@@ -69,9 +69,12 @@ def _rows_for_the_admin(world: World, job: Job) -> None:
     from workloads.models import OrphanReport, QueueSettings, ReconcileOutbox
 
     app = SocialApp.objects.create(
-        provider="openid_connect", provider_id="oidc", name="walk", client_id="c",
+        provider="openid_connect",
+        provider_id="oidc",
+        name="walk",
+        client_id="c",
         settings={"server_url": "https://idp.example.org"},
-    )  # fmt: skip
+    )
     account = SocialAccount.objects.create(user=world.member, provider="oidc", uid="walk-uid")
     SocialToken.objects.create(app=app, account=account, token="t")
     UserCap.objects.create(project=world.alpha, user=world.member)

@@ -88,11 +88,24 @@ def _traffic_for(path: str, world: World) -> Callable[[], None]:
     node = Node.objects.create(name="revocation-node", gpu_count=1)
     gpu = Gpu.objects.create(node=node, index=0, uuid="GPU-revocation-0", memory_mib=1024)
     frame: Any = {
-        "uuid": gpu.uuid, "node": node.name, "index": 0, "ts": "2026-01-01T00:00:00.000Z", "util_gpu": 1,
-        "util_mem": 1, "mem_used_mib": 1, "mem_total_mib": 1024, "temp_c": 40.0, "power_w": 50.0,
-        "sm_clock_mhz": 1, "mem_clock_mhz": 1, "xid": None, "health": "healthy",
-        "sharing_mode": "exclusive", "in_service": True, "processes": [],
-    }  # fmt: skip
+        "uuid": gpu.uuid,
+        "node": node.name,
+        "index": 0,
+        "ts": "2026-01-01T00:00:00.000Z",
+        "util_gpu": 1,
+        "util_mem": 1,
+        "mem_used_mib": 1,
+        "mem_total_mib": 1024,
+        "temp_c": 40.0,
+        "power_w": 50.0,
+        "sm_clock_mhz": 1,
+        "mem_clock_mhz": 1,
+        "xid": None,
+        "health": "healthy",
+        "sharing_mode": "exclusive",
+        "in_service": True,
+        "processes": [],
+    }
     return lambda: broadcast.samples_published(node=node.name, frames=[frame])
 
 

@@ -161,9 +161,15 @@ def test_the_fingerprint_sees_a_state_change_but_not_bookkeeping(world: World) -
 
 # Three projects: each is attacked from both others, by every role of alpha.
 PAIRS = [
-    ("outsider", "alpha"), ("gamma", "alpha"), ("owner", "beta"), ("member", "beta"), ("viewer", "beta"),
-    ("gamma", "beta"), ("owner", "gamma"), ("outsider", "gamma"),
-]  # fmt: skip
+    ("outsider", "alpha"),
+    ("gamma", "alpha"),
+    ("owner", "beta"),
+    ("member", "beta"),
+    ("viewer", "beta"),
+    ("gamma", "beta"),
+    ("owner", "gamma"),
+    ("outsider", "gamma"),
+]
 
 
 @pytest.mark.parametrize(("attacker_name", "slug"), PAIRS)

@@ -99,15 +99,23 @@ class PortalUser(HttpUser):
             seen.add((message["job"], changed))
             lag_ms = (time.time() - changed) * 1000
             self.environment.events.request.fire(
-                request_type="WS", name="socket lag", response_time=max(0.0, lag_ms),
-                response_length=0, exception=None, context={},
-            )  # fmt: skip
+                request_type="WS",
+                name="socket lag",
+                response_time=max(0.0, lag_ms),
+                response_length=0,
+                exception=None,
+                context={},
+            )
 
     def _report(self, name: str, started: float, exc: Exception | None) -> None:
         self.environment.events.request.fire(
-            request_type="WS", name=name, response_time=(time.perf_counter() - started) * 1000,
-            response_length=0, exception=exc, context={},
-        )  # fmt: skip
+            request_type="WS",
+            name=name,
+            response_time=(time.perf_counter() - started) * 1000,
+            response_length=0,
+            exception=exc,
+            context={},
+        )
 
 
 def _changed_at(message: dict[str, Any]) -> float | None:

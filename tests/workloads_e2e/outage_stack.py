@@ -111,9 +111,21 @@ def portal_stack(
     beat = [celery, "-A", "portal", "beat", "-s", str(workdir / "beat.db"), "-l", "warning"]
     web = [str(bin_dir / "daphne"), "-b", "127.0.0.1", "-p", str(port), "portal.asgi:application"]
     if server == "uvicorn":  # as the chart runs it by default
-        web = [sys.executable, "-m", "uvicorn", "portal.asgi:application", "--host", "127.0.0.1",
-               "--port", str(port), "--no-server-header", "--timeout-keep-alive", "75",
-               "--workers", "2" if direct else "1"]  # fmt: skip
+        web = [
+            sys.executable,
+            "-m",
+            "uvicorn",
+            "portal.asgi:application",
+            "--host",
+            "127.0.0.1",
+            "--port",
+            str(port),
+            "--no-server-header",
+            "--timeout-keep-alive",
+            "75",
+            "--workers",
+            "2" if direct else "1",
+        ]
     # The worker's own: beat's and the web's broker retries would otherwise keep its file fresh.
     alive = workdir / "worker-alive"
     worker_env_alive = {**env, liveness.ENV: str(alive)}

@@ -26,10 +26,16 @@ pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
 def _idle_job(world: World) -> Job:
     """A 1-GPU job running 45 min whose GPU sat at 1 % with its memory flat for the last 31 min."""
     job = Job.objects.create(
-        project=world.alpha, owner=world.member, image=IMAGE, name="notebook-forgotten", gpus=1,
-        command=["python", "train.py"], node="gpu-node-0", state=JobState.RUNNING,
+        project=world.alpha,
+        owner=world.member,
+        image=IMAGE,
+        name="notebook-forgotten",
+        gpus=1,
+        command=["python", "train.py"],
+        node="gpu-node-0",
+        state=JobState.RUNNING,
         started_at=timezone.now() - timedelta(minutes=45),
-    )  # fmt: skip
+    )
     node = make_node()
     (gpu,) = make_gpus(node, 1)
     pod = {"namespace": job.namespace, "pod": f"{job.k8s_name}-q8z2m"}

@@ -29,10 +29,16 @@ def _simulated_run(world: World) -> Job:
     """A 1-GPU job that ran 40 min; its agent reported 7 GiB and 20 % on its GPU the whole time."""
     end = timezone.now()
     job = Job.objects.create(
-        project=world.alpha, owner=world.owner, image=IMAGE, name="resnet-small", gpus=1,
-        command=["python", "train.py"], node="gpu-node-0", state=JobState.RUNNING,
+        project=world.alpha,
+        owner=world.owner,
+        image=IMAGE,
+        name="resnet-small",
+        gpus=1,
+        command=["python", "train.py"],
+        node="gpu-node-0",
+        state=JobState.RUNNING,
         started_at=end - timedelta(minutes=40),
-    )  # fmt: skip
+    )
     node = make_node()
     (gpu,) = make_gpus(node, 1)
     pod = {"namespace": job.namespace, "pod": f"{job.k8s_name}-q8z2m"}

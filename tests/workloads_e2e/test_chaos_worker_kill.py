@@ -42,12 +42,26 @@ JOBS = 200 if SOAK else 50
 # transaction (Postgres rolls it back) and the gap between the work and the ack (the message is
 # delivered again).
 KILLS = (
-    {"before_create": 7, "after_create": 8, "after_suspend_patch": 8, "before_delete": 5,
-     "after_delete": 5, "inside_transition": 9, "before_ack": 8}
+    {
+        "before_create": 7,
+        "after_create": 8,
+        "after_suspend_patch": 8,
+        "before_delete": 5,
+        "after_delete": 5,
+        "inside_transition": 9,
+        "before_ack": 8,
+    }
     if SOAK
-    else {"before_create": 3, "after_create": 3, "after_suspend_patch": 3, "before_delete": 2,
-          "after_delete": 2, "inside_transition": 4, "before_ack": 3}
-)  # fmt: skip
+    else {
+        "before_create": 3,
+        "after_create": 3,
+        "after_suspend_patch": 3,
+        "before_delete": 2,
+        "after_delete": 2,
+        "inside_transition": 4,
+        "before_ack": 3,
+    }
+)
 
 
 def _submit_all(world: World, rng: random.Random, count: int) -> list[Job]:

@@ -58,8 +58,12 @@ from workloads.tests.conftest import IMAGE
 
 pytestmark = [pytest.mark.cluster, pytest.mark.django_db(transaction=True)]
 SPEC: dict[str, Any] = {
-    "image": IMAGE, "gpus": 2, "cpu_millicores": 100, "memory_mib": 64, "simulate": {"run_seconds": 900},
-}  # fmt: skip
+    "image": IMAGE,
+    "gpus": 2,
+    "cpu_millicores": 100,
+    "memory_mib": 64,
+    "simulate": {"run_seconds": 900},
+}
 CLEAN_S = 3
 
 

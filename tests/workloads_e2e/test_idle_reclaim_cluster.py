@@ -38,8 +38,12 @@ from workloads.tests.conftest import IMAGE
 
 pytestmark = [pytest.mark.cluster, pytest.mark.django_db(transaction=True)]
 SPEC: dict[str, Any] = {
-    "image": IMAGE, "gpus": 1, "cpu_millicores": 100, "memory_mib": 64, "simulate": {"run_seconds": 900},
-}  # fmt: skip
+    "image": IMAGE,
+    "gpus": 1,
+    "cpu_millicores": 100,
+    "memory_mib": 64,
+    "simulate": {"run_seconds": 900},
+}
 WINDOW_S, WARNING_S = 4, 2
 
 

@@ -118,10 +118,24 @@ def test_many_users_read_submit_tail_and_watch_live(
         with portal_stack(k8s_cluster, tmp_path, server="uvicorn", direct=True) as stack:
             locustfile = str(Path(__file__).with_name("load_locustfile.py"))
             locust = [
-                str(Path(sys.executable).parent / "locust"), "-f", locustfile,
-                "--headless", "-u", str(USERS), "-r", "20", "-t", f"{RUN_S}s", "--host", stack.web,
-                "--csv", str(prefix), "--only-summary", "--stop-timeout", "10",
-            ]  # fmt: skip
+                str(Path(sys.executable).parent / "locust"),
+                "-f",
+                locustfile,
+                "--headless",
+                "-u",
+                str(USERS),
+                "-r",
+                "20",
+                "-t",
+                f"{RUN_S}s",
+                "--host",
+                stack.web,
+                "--csv",
+                str(prefix),
+                "--only-summary",
+                "--stop-timeout",
+                "10",
+            ]
             env = {"T12_IDENTITIES": str(identities), "PATH": "/usr/bin:/bin"}
             proc = subprocess.Popen(
                 locust, cwd=REPO, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True

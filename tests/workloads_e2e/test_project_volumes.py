@@ -58,9 +58,13 @@ def test_a_new_volume_becomes_a_claim_in_the_namespace_from_its_storage_class(
 ) -> None:
     project = cluster_world.alpha
     volume = ProjectVolume.objects.create(
-        project=project, name="scratch", claim_name="alpha-scratch", storage_class=storage_class,
-        size_gib=5, access_mode="ReadWriteMany",
-    )  # fmt: skip
+        project=project,
+        name="scratch",
+        claim_name="alpha-scratch",
+        storage_class=storage_class,
+        size_gib=5,
+        access_mode="ReadWriteMany",
+    )
     namespace_reconcile(project_id=project.pk, client=kube)
     made = claim(kube, project.namespace, "alpha-scratch")
     assert made["spec"]["storageClassName"] == storage_class
@@ -141,7 +145,9 @@ def test_a_job_mounts_the_claims_by_name_read_only_as_asked_or_forced(
     }
     main = next(c for c in spec["containers"] if c["name"] == "main")
     assert [(m["mountPath"], m.get("readOnly", False)) for m in main["volumeMounts"]] == [
-        ("/scratch", False), ("/view", True), ("/data", True),
-    ]  # fmt: skip
+        ("/scratch", False),
+        ("/view", True),
+        ("/data", True),
+    ]
     services.job_cancel(actor=cluster_world.owner, job=job)
     reconcile_job(job.pk)

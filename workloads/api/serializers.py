@@ -108,8 +108,12 @@ class JobSerializer(serializers.ModelSerializer[Job]):
         output, field for field (workloads/tests/test_api_job_output.py)."""
         job = instance
         tz = timezone.get_current_timezone()
-        out: dict[str, Any] = {"id": str(job.uid), "name": job.name, "project": job.project.slug,
-                               "owner": job.owner.email}  # fmt: skip
+        out: dict[str, Any] = {
+            "id": str(job.uid),
+            "name": job.name,
+            "project": job.project.slug,
+            "owner": job.owner.email,
+        }
         for name in _PLAIN:
             out[name] = getattr(job, name)
         for name in _TIMES:

@@ -177,10 +177,19 @@ class Replay:
         self.queue.remove(job.id)
         end = now + timedelta(seconds=self.runtime[job.id])
         rj = RunningJob(
-            id=job.id, project=job.project, owner=job.owner, node=adm.node, started_at=now,
-            gpus=adm.gpus, slices=job.slices, gpu_type=job.gpu_type, max_runtime_s=job.max_runtime_s,
-            borrowing=adm.borrowing, preemptible=job.preemptible, slice_placement=adm.slice_placement,
-        )  # fmt: skip
+            id=job.id,
+            project=job.project,
+            owner=job.owner,
+            node=adm.node,
+            started_at=now,
+            gpus=adm.gpus,
+            slices=job.slices,
+            gpu_type=job.gpu_type,
+            max_runtime_s=job.max_runtime_s,
+            borrowing=adm.borrowing,
+            preemptible=job.preemptible,
+            slice_placement=adm.slice_placement,
+        )
         self.running[job.id] = _Run(rj, end)
         heapq.heappush(self.ends, (end, job.id))
         self.out.started.setdefault(job.id, now)

@@ -47,9 +47,13 @@ def job_idle_snooze(*, actor: User, job: Job, request: HttpRequest | None = None
         note = f"snoozed by {actor} ({job.idle_snoozes} of {limit}): the idle window starts again"
         job_note(job=job, reason="idle warning snoozed", message=note, kind=EventKind.ACTION)
         audit_record(
-            actor=actor, action="job.idle_snooze", obj=job, project=job.project,
-            after={"snoozes": job.idle_snoozes}, request=request,
-        )  # fmt: skip
+            actor=actor,
+            action="job.idle_snooze",
+            obj=job,
+            project=job.project,
+            after={"snoozes": job.idle_snoozes},
+            request=request,
+        )
     return job
 
 
@@ -71,15 +75,21 @@ def job_idle_resume(*, actor: User, job: Job, request: HttpRequest | None = None
             raise ValidationError({"idle": ["The job is not suspended for idle GPUs."]})
         hours = _reclaimed(job, now)
         Job.objects.filter(pk=job.pk).update(
-            idle_suspended_at=None, idle_reset_at=None, idle_snoozes=0,
+            idle_suspended_at=None,
+            idle_reset_at=None,
+            idle_snoozes=0,
             idle_reclaimed_gpu_hours=F("idle_reclaimed_gpu_hours") + hours,
-        )  # fmt: skip
+        )
         note = f"resumed by {actor}: back to the queue ({hours:.2f} GPU-hours reclaimed while suspended)"
         job_note(job=job, reason="resumed after idle suspension", message=note, kind=EventKind.ACTION)
         audit_record(
-            actor=actor, action="job.idle_resume", obj=job, project=job.project,
-            after={"reclaimed_gpu_hours": round(hours, 4)}, request=request,
-        )  # fmt: skip
+            actor=actor,
+            action="job.idle_resume",
+            obj=job,
+            project=job.project,
+            after={"reclaimed_gpu_hours": round(hours, 4)},
+            request=request,
+        )
         outbox_write(job.pk)
     job.refresh_from_db()
     return job
@@ -87,9 +97,12 @@ def job_idle_resume(*, actor: User, job: Job, request: HttpRequest | None = None
 
 def _reclaimed(job: Job, until: datetime) -> float:
     return reclaimed_gpu_hours(
-        suspended_at=job.idle_suspended_at or until, until=until, started_at=job.started_at,
-        max_runtime_s=job.max_runtime_minutes * 60, gpus=job.gpu_equivalent,
-    )  # fmt: skip
+        suspended_at=job.idle_suspended_at or until,
+        until=until,
+        started_at=job.started_at,
+        max_runtime_s=job.max_runtime_minutes * 60,
+        gpus=job.gpu_equivalent,
+    )
 
 
 def job_idle_exempt_set(*, actor: User, job: Job, exempt: bool, request: HttpRequest | None = None) -> Job:
@@ -102,7 +115,12 @@ def job_idle_exempt_set(*, actor: User, job: Job, exempt: bool, request: HttpReq
         what = "exempt from idle reclaim" if exempt else "no longer exempt from idle reclaim"
         job_note(job=job, reason=what, message=f"{what} ({actor})", kind=EventKind.ACTION)
         audit_record(
-            actor=actor, action="job.idle_exempt", obj=job, project=job.project,
-            before=before, after={"idle_exempt": exempt}, request=request,
-        )  # fmt: skip
+            actor=actor,
+            action="job.idle_exempt",
+            obj=job,
+            project=job.project,
+            before=before,
+            after={"idle_exempt": exempt},
+            request=request,
+        )
     return job

@@ -83,10 +83,17 @@ def _email(job: Job, kind: str, event: Event) -> None:
 def _webhook(job: Job, kind: str, event: Event) -> None:
     """Queue the event for the project's webhook (delivered, signed and retried by its own task)."""
     payload = {
-        "job": {"uid": str(job.uid), "name": str(job), "project": job.project.slug, "owner": job.owner.email,
-                "state": job.state, "reason": job.state_reason, "exit_code": job.exit_code},
+        "job": {
+            "uid": str(job.uid),
+            "name": str(job),
+            "project": job.project.slug,
+            "owner": job.owner.email,
+            "state": job.state,
+            "reason": job.state_reason,
+            "exit_code": job.exit_code,
+        },
         "what": kind,
-    }  # fmt: skip
+    }
     delivery = webhooks.delivery_create(project=job.project, event=event.webhook, payload=payload)
     if delivery is not None:
         send_on_commit(AccountsTask.DELIVER_WEBHOOK, delivery.pk)

@@ -30,9 +30,15 @@ def ran(world: World, node: str, slices: int = 4, hours: float = 2.0) -> Job:
     """A finished MPS job of alpha that ran `hours` on `node`, ending a minute ago."""
     end = timezone.now() - timedelta(minutes=1)
     return Job.objects.create(
-        project=world.alpha, owner=world.owner, image="x", mps_slices=slices, node=node,
-        state=JobState.SUCCEEDED, started_at=end - timedelta(hours=hours), finished_at=end,
-    )  # fmt: skip
+        project=world.alpha,
+        owner=world.owner,
+        image="x",
+        mps_slices=slices,
+        node=node,
+        state=JobState.SUCCEEDED,
+        started_at=end - timedelta(hours=hours),
+        finished_at=end,
+    )
 
 
 def hours_of(world: World) -> list[float]:

@@ -25,17 +25,27 @@ pytestmark = pytest.mark.django_db
 def _jobs(world: World) -> list[Job]:
     """A queued job, a running one on a node, a failed one with its exit code, a shared-GPU one."""
     now = timezone.now().replace(microsecond=123456)
-    spec: dict[str, Any] = {"image": IMAGE, "gpus": 2, "command": ["python", "train.py"],
-                            "args": ["--lr", "3e-4"], "env": [{"name": "SEED", "value": "7"}]}  # fmt: skip
+    spec: dict[str, Any] = {
+        "image": IMAGE,
+        "gpus": 2,
+        "command": ["python", "train.py"],
+        "args": ["--lr", "3e-4"],
+        "env": [{"name": "SEED", "value": "7"}],
+    }
     datas = [{**spec, "name": f"j{i}"} for i in range(3)] + [{"image": IMAGE, "mps_slices": 2}]
     made = [services.job_submit(actor=world.member, project=world.alpha, data=data) for data in datas]
     Job.objects.filter(pk=made[1].pk).update(
         state=JobState.RUNNING, node="gpu-node-0", admitted_at=now - timedelta(minutes=3), started_at=now
     )
     Job.objects.filter(pk=made[2].pk).update(
-        state=JobState.FAILED, exit_code=3, state_reason="OOMKilled", started_at=now - timedelta(hours=1),
-        finished_at=now, peak_gpu_mem_mib=9000, peak_sm_pct=88,
-    )  # fmt: skip
+        state=JobState.FAILED,
+        exit_code=3,
+        state_reason="OOMKilled",
+        started_at=now - timedelta(hours=1),
+        finished_at=now,
+        peak_gpu_mem_mib=9000,
+        peak_sm_pct=88,
+    )
     return list(Job.objects.select_related("project", "owner").order_by("id"))
 
 

@@ -17,9 +17,14 @@ pytestmark = pytest.mark.django_db
 
 def _job(world: World, **fields: object) -> Job:
     return Job.objects.create(
-        project=world.alpha, owner=world.member, image="pytorch", gpus=1, node="gpu-node-0",
-        started_at=timezone.now() - timedelta(hours=1), **fields,
-    )  # fmt: skip
+        project=world.alpha,
+        owner=world.member,
+        image="pytorch",
+        gpus=1,
+        node="gpu-node-0",
+        started_at=timezone.now() - timedelta(hours=1),
+        **fields,
+    )
 
 
 def test_the_job_page_shows_the_warning_and_snoozes_it(world: World) -> None:
@@ -68,8 +73,12 @@ def test_the_api_shows_idle_and_snoozes_resumes_and_exempts(world: World) -> Non
     response = member.post(f"/api/v1/jobs/{warned.uid}/idle-snooze/")
     assert response.status_code == 200, response.content
     assert response.json()["idle"] == {
-        "exempt": False, "warned_at": None, "snoozes": 1, "suspended_at": None, "reclaimed_gpu_hours": 0.0,
-    }  # fmt: skip
+        "exempt": False,
+        "warned_at": None,
+        "snoozes": 1,
+        "suspended_at": None,
+        "reclaimed_gpu_hours": 0.0,
+    }
     assert member.post(f"/api/v1/jobs/{warned.uid}/idle-snooze/").status_code == 400  # no warning now
     assert (
         member.post(f"/api/v1/jobs/{warned.uid}/idle-exempt/", {"exempt": True}, format="json").status_code
@@ -93,8 +102,19 @@ def test_the_usage_page_and_api_total_the_projects_reclaimed_hours(world: World)
     assert "1 job warned now, 1 suspended" in page
     QueueSettings.objects.update_or_create(pk=1, defaults={"idle_interactive_window_s": 0})
     body = api_client(world.member).get("/api/v1/projects/alpha/idle-reclaim/").json()
-    assert body.pop("policy") == {"enabled": True, "util_pct": 5, "mem_change_pct": 5, "window_s": 1800,
-                                  "interactive_window_s": 0, "warning_s": 600, "max_snoozes": 2}  # fmt: skip
-    assert body == {"project": "alpha", "reclaimed_gpu_hours": pytest.approx(1.75, abs=0.01),
-                    "warned_jobs": 1, "suspended_jobs": 1}  # fmt: skip
+    assert body.pop("policy") == {
+        "enabled": True,
+        "util_pct": 5,
+        "mem_change_pct": 5,
+        "window_s": 1800,
+        "interactive_window_s": 0,
+        "warning_s": 600,
+        "max_snoozes": 2,
+    }
+    assert body == {
+        "project": "alpha",
+        "reclaimed_gpu_hours": pytest.approx(1.75, abs=0.01),
+        "warned_jobs": 1,
+        "suspended_jobs": 1,
+    }
     assert api_client(world.outsider).get("/api/v1/projects/alpha/idle-reclaim/").status_code == 404

@@ -42,10 +42,15 @@ def gpus(db: None) -> list[Gpu]:
 
 def _job(world: World, *, minutes: int = 10, interactive: bool = False) -> Job:
     return Job.objects.create(
-        project=world.alpha, owner=world.member, image="pytorch", gpus=1, node="gpu-node-0",
-        state=JobState.RUNNING, started_at=timezone.now() - timedelta(minutes=minutes),
+        project=world.alpha,
+        owner=world.member,
+        image="pytorch",
+        gpus=1,
+        node="gpu-node-0",
+        state=JobState.RUNNING,
+        started_at=timezone.now() - timedelta(minutes=minutes),
         interactive=interactive,
-    )  # fmt: skip
+    )
 
 
 def _ingest(

@@ -30,15 +30,30 @@ FIELDS = [f.attname for f in Job._meta.concrete_fields]
 
 def _job(world: World) -> Job:
     """A job with every kind of field set to something other than its default."""
-    spec: dict[str, Any] = {"image": IMAGE, "gpus": 2, "command": ["python", "train.py"], "name": "full",
-                            "args": ["--lr", "3e-4"], "env": [{"name": "SEED", "value": "7"}]}  # fmt: skip
+    spec: dict[str, Any] = {
+        "image": IMAGE,
+        "gpus": 2,
+        "command": ["python", "train.py"],
+        "name": "full",
+        "args": ["--lr", "3e-4"],
+        "env": [{"name": "SEED", "value": "7"}],
+    }
     job = services.job_submit(actor=world.member, project=world.alpha, data=spec)
     now = timezone.now()
     Job.objects.filter(pk=job.pk).update(
-        state=JobState.FAILED, exit_code=3, state_reason="OOMKilled", started_at=now - timedelta(hours=1),
-        finished_at=now, node="gpu-node-0", log_tail="the end of the log\n", log_captured=True,
-        peak_gpu_mem_mib=9000, busy_gpu_seconds=12.5, queue_explanation={"code": "quota"}, idle_snoozes=2,
-    )  # fmt: skip
+        state=JobState.FAILED,
+        exit_code=3,
+        state_reason="OOMKilled",
+        started_at=now - timedelta(hours=1),
+        finished_at=now,
+        node="gpu-node-0",
+        log_tail="the end of the log\n",
+        log_captured=True,
+        peak_gpu_mem_mib=9000,
+        busy_gpu_seconds=12.5,
+        queue_explanation={"code": "quota"},
+        idle_snoozes=2,
+    )
     return job
 
 

@@ -100,9 +100,14 @@ def _raise(
     notes = capture_sends(monkeypatch, TaskName.NOTIFY_JOB)
     deliveries = capture_sends(monkeypatch, AccountsTask.DELIVER_WEBHOOK)
     job = Job.objects.create(
-        project=world.alpha, owner=world.member, image="pytorch", gpus=1, node=NODE, state=state,
+        project=world.alpha,
+        owner=world.member,
+        image="pytorch",
+        gpus=1,
+        node=NODE,
+        state=state,
         started_at=timezone.now() - timedelta(minutes=10),
-    )  # fmt: skip
+    )
     with capture(execute=True):
         produce(job)
     kinds = [kind for job_id, kind in notes if job_id == job.pk]
@@ -114,9 +119,14 @@ def _raise(
 
 @pytest.mark.parametrize(("choice", "state", "produce", "event"), CASES, ids=[c[3] for c in CASES])
 def test_each_event_emails_the_owner_and_reaches_the_webhook(
-    world: World, monkeypatch: pytest.MonkeyPatch, django_capture_on_commit_callbacks: Any,
-    choice: NotifyEvent, state: JobState, produce: Callable[[Job], None], event: str,
-) -> None:  # fmt: skip
+    world: World,
+    monkeypatch: pytest.MonkeyPatch,
+    django_capture_on_commit_callbacks: Any,
+    choice: NotifyEvent,
+    state: JobState,
+    produce: Callable[[Job], None],
+    event: str,
+) -> None:
     others = {value: value == choice for value in NotifyEvent.values}  # every other kind muted
     services.user_set_notifications(user=world.member, email=True, events=others)
     job, deliveries = _raise(world, state, produce, monkeypatch, django_capture_on_commit_callbacks)
@@ -130,9 +140,14 @@ def test_each_event_emails_the_owner_and_reaches_the_webhook(
 
 @pytest.mark.parametrize(("choice", "state", "produce", "event"), CASES, ids=[c[3] for c in CASES])
 def test_muting_a_kind_stops_its_email_but_not_its_webhook(
-    world: World, monkeypatch: pytest.MonkeyPatch, django_capture_on_commit_callbacks: Any,
-    choice: NotifyEvent, state: JobState, produce: Callable[[Job], None], event: str,
-) -> None:  # fmt: skip
+    world: World,
+    monkeypatch: pytest.MonkeyPatch,
+    django_capture_on_commit_callbacks: Any,
+    choice: NotifyEvent,
+    state: JobState,
+    produce: Callable[[Job], None],
+    event: str,
+) -> None:
     services.user_set_notifications(
         user=world.member, email=True, events={value: value != choice for value in NotifyEvent.values}
     )
@@ -157,7 +172,7 @@ def test_the_master_switch_off_emails_nothing(world: World) -> None:
         (notifications.IDLE_SUSPENDED, ("job.idle_suspended", NotifyEvent.IDLE)),
         ("did something new", ("job.notice", None)),
     ],
-)  # fmt: skip
+)
 def test_the_follow_up_events_go_under_their_own_names(
     kind: str, event: tuple[str, NotifyEvent | None]
 ) -> None:

@@ -17,8 +17,15 @@ from workloads.services.cluster_sync import sweep
 
 
 def _job(name: str, uid: str) -> dict[str, Any]:
-    return {"metadata": {"name": name, "namespace": "gp-x", "labels": {labels.UID_LABEL: uid},
-                         "managedFields": [{"big": "x" * 1000}]}, "spec": {"template": {}}}  # fmt: skip
+    return {
+        "metadata": {
+            "name": name,
+            "namespace": "gp-x",
+            "labels": {labels.UID_LABEL: uid},
+            "managedFields": [{"big": "x" * 1000}],
+        },
+        "spec": {"template": {}},
+    }
 
 
 class Paged:

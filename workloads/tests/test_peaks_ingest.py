@@ -35,9 +35,14 @@ def post(secret: str, body: Any) -> Any:
 
 def running(world: World) -> Job:
     return Job.objects.create(
-        project=world.alpha, owner=world.owner, image="x", gpus=1, node="gpu-node-0",
-        state=JobState.RUNNING, started_at=timezone.now() - timedelta(minutes=30),
-    )  # fmt: skip
+        project=world.alpha,
+        owner=world.owner,
+        image="x",
+        gpus=1,
+        node="gpu-node-0",
+        state=JobState.RUNNING,
+        started_at=timezone.now() - timedelta(minutes=30),
+    )
 
 
 def test_samples_of_a_running_jobs_gpu_store_its_peaks_and_busy_seconds(world: World) -> None:
@@ -97,9 +102,21 @@ def test_readings_sum_a_pods_processes_and_cap_gaps() -> None:
     proc = ProcessSample(pid=1, mem_used_mib=100, pod_namespace="ns", pod_name="job-a-1", container="c")
 
     def at(ts: datetime, procs: list[ProcessSample]) -> GpuSample[datetime]:
-        return GpuSample(gpu_uuid="GPU-0", ts=ts, util_gpu=30, util_mem=0, mem_used_mib=0, mem_total_mib=1000,
-                      temp_c=40.0, power_w=100.0, sm_clock_mhz=0, mem_clock_mhz=0, ecc_sbe=0, ecc_dbe=0,
-                      processes=procs)  # fmt: skip
+        return GpuSample(
+            gpu_uuid="GPU-0",
+            ts=ts,
+            util_gpu=30,
+            util_mem=0,
+            mem_used_mib=0,
+            mem_total_mib=1000,
+            temp_c=40.0,
+            power_w=100.0,
+            sm_clock_mhz=0,
+            mem_clock_mhz=0,
+            ecc_sbe=0,
+            ecc_dbe=0,
+            processes=procs,
+        )
 
     samples = [
         at(t0, [proc, msgspec.structs.replace(proc, pid=2), msgspec.structs.replace(proc, pod_name=None)]),

@@ -21,8 +21,15 @@ pytestmark = pytest.mark.django_db
 
 
 def explained(job: Job, *, position: int, sentence: str = "waiting for 1 GPU") -> Explanation:
-    return Explanation(job_id=job.pk, code="no_node", numbers={"need": 1}, position_project=position,
-                       position_global=position, estimated_start=None, sentence=sentence)  # fmt: skip
+    return Explanation(
+        job_id=job.pk,
+        code="no_node",
+        numbers={"need": 1},
+        position_project=position,
+        position_global=position,
+        estimated_start=None,
+        sentence=sentence,
+    )
 
 
 def submitted(world: World, n: int) -> list[Job]:

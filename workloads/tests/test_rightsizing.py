@@ -24,10 +24,16 @@ def measured(minutes: float = 60, *, mem: int = 9 * GIB, sm: int = 20, **fields:
     """An unsaved job that ran `minutes` (ended now) with the given peaks on a 32 GiB GPU."""
     end = timezone.now()
     values: dict[str, Any] = {
-        "image": "x", "gpus": 1, "state": JobState.SUCCEEDED, "started_at": end - timedelta(minutes=minutes),
-        "finished_at": end, "telemetry_until": end, "peak_gpu_mem_mib": mem, "peak_sm_pct": sm,
+        "image": "x",
+        "gpus": 1,
+        "state": JobState.SUCCEEDED,
+        "started_at": end - timedelta(minutes=minutes),
+        "finished_at": end,
+        "telemetry_until": end,
+        "peak_gpu_mem_mib": mem,
+        "peak_sm_pct": sm,
         "gpu_mem_total_mib": 32 * GIB,
-    }  # fmt: skip
+    }
     return Job(**{**values, **fields})
 
 

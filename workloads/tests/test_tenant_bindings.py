@@ -25,13 +25,19 @@ BINDINGS = {"gp-tenant": ["portal:gp-worker"], "gp-tenant-read": ["portal:gp-web
 
 def test_one_binding_per_tenant_role_naming_only_the_given_service_accounts() -> None:
     docs = builders.build_tenant_role_bindings(Project(slug="alpha"), {"r1": [("portal", "w")]})
-    assert docs == [{
-        "apiVersion": "rbac.authorization.k8s.io/v1", "kind": "RoleBinding",
-        "metadata": {"name": "r1", "namespace": "gp-alpha",
-                     "labels": {"app.kubernetes.io/managed-by": "gpu-portal"}},
-        "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": "r1"},
-        "subjects": [{"kind": "ServiceAccount", "namespace": "portal", "name": "w"}],
-    }]  # fmt: skip
+    assert docs == [
+        {
+            "apiVersion": "rbac.authorization.k8s.io/v1",
+            "kind": "RoleBinding",
+            "metadata": {
+                "name": "r1",
+                "namespace": "gp-alpha",
+                "labels": {"app.kubernetes.io/managed-by": "gpu-portal"},
+            },
+            "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": "r1"},
+            "subjects": [{"kind": "ServiceAccount", "namespace": "portal", "name": "w"}],
+        }
+    ]
 
 
 @pytest.mark.django_db

@@ -51,8 +51,11 @@ def test_an_operator_adds_a_new_claim_and_an_existing_one(
     assert response.status_code == 302, response.content.decode()[:1500]
     made = ProjectVolume.objects.get(name="scratch")
     assert (made.storage_class, made.size_gib, made.access_mode, made.creates_claim) == (
-        "fast-ssd", 100, "ReadWriteOnce", True
-    )  # fmt: skip
+        "fast-ssd",
+        100,
+        "ReadWriteOnce",
+        True,
+    )
     existing = _form(
         world, name="data", claim_name="team-data", storage_class="", size_gib="", read_only="on"
     )
@@ -99,9 +102,12 @@ def test_a_new_claim_named_by_another_volume_of_the_project_is_a_clash(
     world: World, django_capture_on_commit_callbacks: Any, storage_class: str
 ) -> None:
     ProjectVolume.objects.create(
-        project=world.alpha, name="first", claim_name="alpha-scratch", storage_class=storage_class,
+        project=world.alpha,
+        name="first",
+        claim_name="alpha-scratch",
+        storage_class=storage_class,
         size_gib=10 if storage_class else None,
-    )  # fmt: skip
+    )
     response = _post(world, ADD, _form(world), django_capture_on_commit_callbacks)
     assert response.status_code == 200
     assert "already names the claim alpha-scratch" in " ".join(

@@ -50,9 +50,16 @@ def test_the_claim_builder_asks_for_class_mode_and_size_with_the_portals_labels(
 
 @pytest.mark.parametrize(
     ("text", "size"),
-    [("100Gi", 100 * 1024**3), ("5G", 5 * 10**9), ("1073741824", 1024**3), ("1.5Ti", int(1.5 * 1024**4)),
-     ("500m", None), ("", None), ("ki", None)],
-)  # fmt: skip
+    [
+        ("100Gi", 100 * 1024**3),
+        ("5G", 5 * 10**9),
+        ("1073741824", 1024**3),
+        ("1.5Ti", int(1.5 * 1024**4)),
+        ("500m", None),
+        ("", None),
+        ("ki", None),
+    ],
+)
 def test_storage_quantities_are_read_in_bytes(text: str, size: int | None) -> None:
     assert quantity_bytes(text) == size
 

@@ -101,8 +101,19 @@ def test_ten_thousand_events_leave_the_watcher_no_bigger() -> None:
     import tracemalloc
 
     def events(n: int) -> list[dict[str, Any]]:
-        return [{"type": "MODIFIED", "object": {"metadata": {"name": f"p{i}", "resourceVersion": str(i),
-                 "managedFields": [{"x": "y" * 200}]}}} for i in range(n)]  # fmt: skip
+        return [
+            {
+                "type": "MODIFIED",
+                "object": {
+                    "metadata": {
+                        "name": f"p{i}",
+                        "resourceVersion": str(i),
+                        "managedFields": [{"x": "y" * 200}],
+                    }
+                },
+            }
+            for i in range(n)
+        ]
 
     client = Scripted([events(1_000), events(10_000)])
     watcher = Watcher(client=client, spec=_spec())  # type: ignore[arg-type]

@@ -131,12 +131,41 @@ def _node_certificate(name: str, ca_dir: Path, out: Path) -> tuple[Path, Path]:
     key, csr, cert = out / "node.key", out / "node.csr", out / "node.crt"
     subject = f"/O=system:nodes/CN=system:node:{name}"
     for argv in (
-        ["openssl", "req", "-new", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1", "-nodes",
-         "-keyout", str(key), "-subj", subject, "-out", str(csr)],
-        ["openssl", "x509", "-req", "-in", str(csr), "-CA", str(ca_dir / "ca.crt"), "-CAkey",
-         str(ca_dir / "ca.key"), "-CAcreateserial", "-CAserial", str(out / "ca.srl"), "-days", "7",
-         "-out", str(cert)],
-    ):  # fmt: skip
+        [
+            "openssl",
+            "req",
+            "-new",
+            "-newkey",
+            "ec",
+            "-pkeyopt",
+            "ec_paramgen_curve:prime256v1",
+            "-nodes",
+            "-keyout",
+            str(key),
+            "-subj",
+            subject,
+            "-out",
+            str(csr),
+        ],
+        [
+            "openssl",
+            "x509",
+            "-req",
+            "-in",
+            str(csr),
+            "-CA",
+            str(ca_dir / "ca.crt"),
+            "-CAkey",
+            str(ca_dir / "ca.key"),
+            "-CAcreateserial",
+            "-CAserial",
+            str(out / "ca.srl"),
+            "-days",
+            "7",
+            "-out",
+            str(cert),
+        ],
+    ):
         subprocess.run(argv, capture_output=True, check=True)
     return cert, key
 

@@ -184,9 +184,14 @@ def test_the_token_file_is_read_again_for_every_send(portal: Portal, short_dir: 
     token_file.write_text("sa-token-1\n")
     buffer = SampleBuffer(100)
     sender = Sender(
-        buffer, portal_url=f"http://127.0.0.1:{portal.port}", token=TokenFile(token_file), node="node-a",
-        agent_version="t", client=httpx.Client(timeout=2.0), backoff_initial_s=0.01,
-    )  # fmt: skip
+        buffer,
+        portal_url=f"http://127.0.0.1:{portal.port}",
+        token=TokenFile(token_file),
+        node="node-a",
+        agent_version="t",
+        client=httpx.Client(timeout=2.0),
+        backoff_initial_s=0.01,
+    )
     portal.start()
     buffer.add(_collector(short_dir, 1).poll())
     sender.send_once(0.0)
@@ -202,9 +207,14 @@ def test_a_401_heals_once_the_rotated_token_is_in_place(portal: Portal, short_di
     buffer = SampleBuffer(100)
     buffer.add(_collector(short_dir, 1).poll())
     sender = Sender(
-        buffer, portal_url=f"http://127.0.0.1:{portal.port}", token=TokenFile(token_file), node="node-a",
-        agent_version="t", client=httpx.Client(timeout=2.0), backoff_initial_s=0.01,
-    )  # fmt: skip
+        buffer,
+        portal_url=f"http://127.0.0.1:{portal.port}",
+        token=TokenFile(token_file),
+        node="node-a",
+        agent_version="t",
+        client=httpx.Client(timeout=2.0),
+        backoff_initial_s=0.01,
+    )
     portal.status = 401
     portal.start()
     assert sender.send_once(0.0) > 0

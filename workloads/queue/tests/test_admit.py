@@ -17,8 +17,11 @@ def test_fragmented_gpus_do_not_admit_a_four_gpu_job() -> None:
 
 
 def test_whole_gpus_on_one_node_best_fit_and_no_double_booking() -> None:
-    s = state([job(1, gpus=3), job(2, gpus=3), job(3, gpus=3)], [node("n1", 8), node("n2", 3)],
-              [ProjectQuota("a", gpus=16)])  # fmt: skip
+    s = state(
+        [job(1, gpus=3), job(2, gpus=3), job(3, gpus=3)],
+        [node("n1", 8), node("n2", 3)],
+        [ProjectQuota("a", gpus=16)],
+    )
     plan = plan_cycle(s, at(10))
     assert [(a.job_id, a.node) for a in plan.admit] == [(1, "n2"), (2, "n1"), (3, "n1")]
 
@@ -88,8 +91,12 @@ def test_mps_slices_best_fit() -> None:
 
 
 def test_expected_start_uses_running_jobs_end() -> None:
-    s = state([job(1, gpus=8)], [node("n1", 0)], [ProjectQuota("a", gpus=8)],
-              [running(9, "b", "n1", 8, started_at=at(0), max_runtime_s=3600)])  # fmt: skip
+    s = state(
+        [job(1, gpus=8)],
+        [node("n1", 0)],
+        [ProjectQuota("a", gpus=8)],
+        [running(9, "b", "n1", 8, started_at=at(0), max_runtime_s=3600)],
+    )
     exp = plan_cycle(s, at(10)).explanations[1]
     assert exp.estimated_start == at(0) + timedelta(seconds=3600)
     assert exp.position_project == 1

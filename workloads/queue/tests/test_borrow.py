@@ -43,8 +43,13 @@ def test_youngest_borrowers_minimal_set() -> None:
     old = running(1, "borrower", "n1", 4, borrowing=True, started_at=at(0))
     young = running(2, "borrower", "n1", 2, borrowing=True, started_at=at(50))
     younger = running(3, "borrower", "n1", 2, borrowing=True, started_at=at(60))
-    s = state([job(9, "lender", gpus=4)], [node("n1", 0)], QUOTAS, [old, young, younger],
-              settings=Settings(preemption_notice_s=0))  # fmt: skip
+    s = state(
+        [job(9, "lender", gpus=4)],
+        [node("n1", 0)],
+        QUOTAS,
+        [old, young, younger],
+        settings=Settings(preemption_notice_s=0),
+    )
     assert sorted(plan_cycle(s, at(100)).preempt) == [2, 3]
 
 
@@ -60,8 +65,13 @@ def test_replay_borrow_reclaim_and_resume() -> None:
         TraceJob(job(1, "borrower", gpus=8, preemptible=True, submitted_at=at(0), max_runtime_s=3600), 1000),
         TraceJob(job(2, "lender", gpus=4, submitted_at=at(100), max_runtime_s=3600), 500),
     ]
-    r = Replay(trace, [node("n1", 8)], {q.project: q for q in QUOTAS}, Settings(preemption_notice_s=300),
-               cycle_s=None).run()  # fmt: skip
+    r = Replay(
+        trace,
+        [node("n1", 8)],
+        {q.project: q for q in QUOTAS},
+        Settings(preemption_notice_s=300),
+        cycle_s=None,
+    ).run()
     assert r.preemptions == 1
     assert r.notices == 1
     ms = timedelta(milliseconds=1)

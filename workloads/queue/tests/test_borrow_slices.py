@@ -26,8 +26,16 @@ def shared_node(name: str = "n1", free: tuple[int, ...] = (0,), **kw: Any) -> No
 def slice_borrower(jid: int, slices: int, started: float, card: int = 0, **kw: Any) -> RunningJob:
     kw.setdefault("project", "borrower")
     kw.setdefault("node", "n1")
-    return running(jid, gpus=0, slices=slices, borrowing=True, preemptible=True, started_at=at(started),
-                   slice_placement=((card, slices),), **kw)  # fmt: skip
+    return running(
+        jid,
+        gpus=0,
+        slices=slices,
+        borrowing=True,
+        preemptible=True,
+        started_at=at(started),
+        slice_placement=((card, slices),),
+        **kw,
+    )
 
 
 def test_slice_lender_gets_notice_then_preemption_after_deadline() -> None:
@@ -52,8 +60,13 @@ def test_youngest_slice_borrowers_until_the_node_covers_the_request() -> None:
     old = slice_borrower(1, 2, 0, card=0)
     young = slice_borrower(2, 1, 50, card=1)
     younger = slice_borrower(3, 1, 60, card=1)
-    s = state([job(9, "lender", gpus=0, slices=3)], [shared_node(free=(1, 0))], QUOTAS,
-              [old, young, younger], settings=Settings(preemption_notice_s=0))  # fmt: skip
+    s = state(
+        [job(9, "lender", gpus=0, slices=3)],
+        [shared_node(free=(1, 0))],
+        QUOTAS,
+        [old, young, younger],
+        settings=Settings(preemption_notice_s=0),
+    )
     plan = plan_cycle(s, at(100))
     assert sorted(plan.preempt) == [2, 3]  # 1 free + 1 + 1 covers 3; the oldest stays
 
@@ -110,8 +123,9 @@ def test_replay_slice_borrow_reclaim_and_resume() -> None:
     lender = job(2, "lender", gpus=0, slices=4, submitted_at=at(100), max_runtime_s=3600)
     trace = [TraceJob(borrower, 1000), TraceJob(lender, 500)]
     quotas = {q.project: q for q in (ProjectQuota("lender", 0, 4), ProjectQuota("borrower", 0, 4))}
-    r = Replay(trace, [shared_node(free=(4, 4))], quotas, Settings(preemption_notice_s=300),
-               cycle_s=None).run()  # fmt: skip
+    r = Replay(
+        trace, [shared_node(free=(4, 4))], quotas, Settings(preemption_notice_s=300), cycle_s=None
+    ).run()
     assert (r.preemptions, r.notices) == (1, 1)
     ms = timedelta(milliseconds=1)
     assert abs(r.started[2] - at(400)) < ms  # the lender starts when the notice ends

@@ -60,8 +60,11 @@ def test_jobs_ahead_with_sizes_and_positions() -> None:
 
 
 def test_any_type_hint() -> None:
-    s = state([job(1, gpus=2, gpu_type="a100")], [node("n1", 0, gpu_type="a100"), node("n2", 8)],
-              [ProjectQuota("a", gpus=8)])  # fmt: skip
+    s = state(
+        [job(1, gpus=2, gpu_type="a100")],
+        [node("n1", 0, gpu_type="a100"), node("n2", 8)],
+        [ProjectQuota("a", gpus=8)],
+    )
     exp = plan_cycle(s, at(10)).explanations[1]
     assert "accepting any GPU type would start it now" in exp.hints
     assert _replan_starts(s, replace(s.pending[0], gpu_type=None))

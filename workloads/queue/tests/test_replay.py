@@ -15,9 +15,15 @@ def _trace(seed: int, n: int) -> list[TraceJob]:
     out = []
     for i in range(n):
         runtime = rng.choice([600, 1200, 1800, 3600]) * rng.uniform(0.5, 1.0)
-        j = job(i + 1, rng.choice(["a", "b", "c"]), rng.choice(["u1", "u2"]), rng.choice([1, 1, 2, 4]),
-                submitted_at=at(i * 180 + rng.uniform(0, 60)), max_runtime_s=3600,
-                priority=rng.choice([0, 0, 1]))  # fmt: skip
+        j = job(
+            i + 1,
+            rng.choice(["a", "b", "c"]),
+            rng.choice(["u1", "u2"]),
+            rng.choice([1, 1, 2, 4]),
+            submitted_at=at(i * 180 + rng.uniform(0, 60)),
+            max_runtime_s=3600,
+            priority=rng.choice([0, 0, 1]),
+        )
         out.append(TraceJob(j, runtime))
     return out
 

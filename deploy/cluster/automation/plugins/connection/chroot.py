@@ -46,10 +46,14 @@ class Connection(ConnectionBase):
     ) -> tuple[int, bytes, bytes]:
         super().exec_command(cmd, in_data=in_data, sudoable=sudoable)
         shell = self._play_context.executable or "/bin/sh"
-        env = {"PATH": "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin", "LANG": "C.UTF-8",
-               "HOME": "/root"}  # fmt: skip
-        proc = subprocess.run(["chroot", self.root, shell, "-c", cmd], input=in_data, capture_output=True,
-                              env=env, check=False)  # fmt: skip
+        env = {
+            "PATH": "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin",
+            "LANG": "C.UTF-8",
+            "HOME": "/root",
+        }
+        proc = subprocess.run(
+            ["chroot", self.root, shell, "-c", cmd], input=in_data, capture_output=True, env=env, check=False
+        )
         return proc.returncode, proc.stdout, proc.stderr
 
     def _inside(self, path: str) -> str:
