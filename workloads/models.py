@@ -21,7 +21,6 @@ from django.utils import timezone
 from accounts.models import Project
 from workloads import app_settings
 from workloads.choices import TERMINAL_STATES, EventKind, JobState, Placement, Priority
-from workloads.loading import FastLoad
 
 # The app's models live in two files (models_project.py: a project's job configuration); both are
 # imported from here.
@@ -46,7 +45,7 @@ __all__ = [
 ]
 
 
-class Job(FastLoad, models.Model):
+class Job(models.Model):
     """One GPU job: the typed spec a user asked for, and the state the cluster reported back."""
 
     uid = models.UUIDField(default=uuid.uuid4, unique=True, editable=False)
