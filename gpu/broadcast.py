@@ -1,17 +1,32 @@
-"""The only sender of gpu messages, so naming and throttling live in one place: group names, frames, and
-a coalescing publisher.
+"""The only sender of gpu messages, so naming and throttling live in one place: group names, frames,
+and the live push's one coalescing stage.
 
-Concurrency story: `publish()` is called from sync code (the ingest view in a worker thread, Celery
-tasks, admin actions) and must never wait on Redis. It hands the message to one daemon thread per
-process that owns an event loop; there a `Coalescer` throttles per group and message type (a
-token bucket: a message goes out at once when a token is there, later ones are merged, newest frame
-per GPU wins, and sent when the next token comes). So a group gets at most about one frame per
-interval from each process, and consumers coalesce again per socket. Delivery is
-at-most-once like every channel layer: pages resync from the database on (re)connect.
+The path after commit: the caller (sync code: the ingest view in a worker thread, Celery tasks,
+admin actions) hands the group messages to this process's publisher thread and returns; there a
+`Coalescer` holds, per group and message type, a token bucket and the message waiting for its token
+(newer frames merged in, newest frame per GPU wins), and one sender coroutine passes what is due to
+the channel layer's `group_send`, one message at a time. Consumers forward what arrives as it is.
 
-The hand-over wakes the thread at most once per HANDOFF_S: what arrives meanwhile waits for that
-wake-up, and the groups due at the same moment are sent together (gpu/layer_send.py). Woken and
-sending once per ingested batch, the thread took about 0.5 ms of the interpreter per batch (B6).
+Why each piece (B7 and B6 side by side, docs/benchmarks/README.md, "Live push"):
+- The coalescing is on the publisher's side because there it is paid once per group, not once per
+  socket: the cluster group is fed by every node's batch (1,000 messages a second at 1,000 nodes),
+  which a per-socket throttle would receive, decode and merge on every cluster socket; merged here, it
+  is about one message a second from each publishing process. The node groups pass as they are
+  (one batch a second), so a node or job view gets its frames about once a second; a cluster view
+  fed by several web replicas gets one message per replica and interval, each with the GPUs that
+  replica ingested.
+- The thread: `group_send` is a coroutine, and `async_to_sync` from a thread that has no event loop
+  runs it on a loop of its own, which the pub/sub layer gives a Redis connection of its own, per
+  call; the publisher's one loop keeps one connection and costs the caller a hand-off.
+- One message at a time: the pub/sub layer publishes one message at a time per process anyway,
+  and a sender that waits keeps what waits merged per group, so memory stays flat when Redis is
+  slow. A send that fails or takes longer than SEND_TIMEOUT_S is logged and dropped, never retried:
+  delivery is at-most-once like every channel layer, the next frame follows, and pages resync from
+  the database on (re)connect.
+
+Embedded mode (one process, `make demo`) uses the in-memory layer, whose queues belong to the
+server's event loop: messages are sent there at once (from a request thread `async_to_sync` goes back
+to it), not coalesced; each GPU's frame comes once per agent batch.
 """
 
 from __future__ import annotations
@@ -23,23 +38,24 @@ import os
 import threading
 import time
 from collections import deque
-from collections.abc import Callable, Coroutine, Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from typing import Any, cast
 
 from asgiref.sync import async_to_sync
 from channels.layers import InMemoryChannelLayer, get_channel_layer
 
 from gpu import app_settings
-from gpu.layer_send import GroupSender
 from gpu.messages import GpuFrame, GroupMessage, NodeFrame, NodeStateMessage, SamplesMessage
 
 log = logging.getLogger(__name__)
-# A burst of batches is handed to the publisher thread in one wake-up per this many seconds; a lone
-# message goes at once. Small beside the live pages' 1 s frames and B7's 250 ms goal (it added
-# about 10 ms to B7's median and 20 ms to its p99, side by side).
-HANDOFF_S = 0.02
+# A send not answered within this is given up: a stalled Redis holds the sender this long per
+# message, while newer frames wait merged, one per group.
+SEND_TIMEOUT_S = 5.0
+# During an outage every send fails: one log line (with the count since the last) per this many seconds.
+FAILURE_LOG_EVERY_S = 10.0
 
-SendDue = Callable[[list[tuple[str, GroupMessage]]], Coroutine[Any, Any, None]]
+Slot = tuple[str, str]  # (group, message type)
+Send = Callable[[str, GroupMessage], Awaitable[None]]
 
 
 def cluster_group() -> str:
@@ -60,7 +76,7 @@ def namespace_group(namespace: str) -> str:
 
 
 def merge(old: GroupMessage | None, new: GroupMessage) -> GroupMessage:
-    """Newest frame per GPU (or node) wins; the pending message is updated in place."""
+    """Newest frame per GPU (or node) wins; the waiting message is updated in place."""
     if old is None or old["type"] != new["type"]:
         return new
     if old["type"] == "gpu.samples" and new["type"] == "gpu.samples":
@@ -71,7 +87,7 @@ def merge(old: GroupMessage | None, new: GroupMessage) -> GroupMessage:
 
 
 class Coalescer:
-    """A per-key throttle on an asyncio loop (used here and by the consumers): a token bucket.
+    """Per group and message type: a token bucket, the message waiting for its token, one sender.
 
     The bucket holds BURST tokens and refills at REFILL tokens per `interval`. A 1 Hz source (an agent
     batch per second) passes without waiting even with jitter, where a plain "1 s since the last send"
@@ -80,116 +96,132 @@ class Coalescer:
     pair of batches would never drain and would become a permanent lag (measured: ~400 ms behind for
     good). A faster source is merged down to at most REFILL frames per interval (newest frame per GPU
     wins), which is what bounds the cluster view fed by every node.
+
+    Runs on one event loop: `offer` is called there, `run` is its one sender.
     """
 
     BURST = 1.5
     REFILL = 1.25
 
-    def __init__(self, interval: float, send: SendDue, loop: asyncio.AbstractEventLoop) -> None:
+    def __init__(self, interval: float, send: Send, loop: asyncio.AbstractEventLoop) -> None:
         self.interval, self.send, self.loop = interval, send, loop
-        self._pending: dict[tuple[str, str], GroupMessage] = {}
-        self._bucket: dict[tuple[str, str], tuple[float, float]] = {}  # slot -> (tokens, at)
-        self._due: list[tuple[str, GroupMessage]] = []  # fired in this turn of the loop, sent together
-        self._tasks: set[asyncio.Task[None]] = set()
+        self._waiting: dict[Slot, GroupMessage] = {}  # offered, not yet sent: merged until then
+        self._bucket: dict[Slot, tuple[float, float]] = {}  # slot -> (tokens, at)
+        self._due: deque[Slot] = deque()  # waiting slots whose token has come, in that order
+        self._wake = asyncio.Event()
 
-    def _tokens(self, slot: tuple[str, str]) -> float:
+    def _tokens(self, slot: Slot) -> float:
         now = self.loop.time()
         tokens, at = self._bucket.get(slot, (self.BURST, now))
         if self.interval <= 0:
             return self.BURST
         return min(self.BURST, tokens + (now - at) * self.REFILL / self.interval)
 
-    def offer(self, key: str, message: GroupMessage) -> None:
-        slot = (key, message["type"])
-        scheduled = slot in self._pending
-        self._pending[slot] = merge(self._pending.get(slot), message)
-        if not scheduled:
-            wait = max(0.0, (1.0 - self._tokens(slot)) * self.interval / self.REFILL)
-            self.loop.call_later(wait, self._fire, slot)
+    def offer(self, group: str, message: GroupMessage) -> None:
+        slot = (group, message["type"])
+        if slot in self._waiting:  # its token or the sender is on its way
+            self._waiting[slot] = merge(self._waiting[slot], message)
+            return
+        self._waiting[slot] = message
+        wait = (1.0 - self._tokens(slot)) * self.interval / self.REFILL
+        if wait > 0:
+            self.loop.call_later(wait, self._make_due, slot)
+        else:
+            self._make_due(slot)
 
     def offer_all(self, messages: Sequence[tuple[str, GroupMessage]]) -> None:
-        for key, message in messages:
-            self.offer(key, message)
+        for group, message in messages:
+            self.offer(group, message)
 
-    def _fire(self, slot: tuple[str, str]) -> None:
-        message = self._pending.pop(slot, None)
-        if message is None:
-            return
-        self._bucket[slot] = (max(0.0, self._tokens(slot) - 1.0), self.loop.time())
-        if not self._due:
-            self.loop.call_soon(self._send_due)
-        self._due.append((slot[0], message))
+    def _make_due(self, slot: Slot) -> None:
+        self._due.append(slot)
+        self._wake.set()
 
-    def _send_due(self) -> None:
-        due, self._due = self._due, []
-        task = self.loop.create_task(self.send(due))
-        self._tasks.add(task)
-        task.add_done_callback(self._tasks.discard)
+    async def run(self) -> None:
+        """Send what is due, one message at a time, for good."""
+        while True:
+            await self._wake.wait()
+            self._wake.clear()
+            while self._due:
+                slot = self._due.popleft()
+                message = self._waiting.pop(slot)
+                self._bucket[slot] = (max(0.0, self._tokens(slot) - 1.0), self.loop.time())
+                try:
+                    await self.send(slot[0], message)
+                except Exception:  # one bad message must not end the sender
+                    log.exception("sending to %s failed", slot[0])
+
+
+class _FailureLog:
+    """Failed sends, logged at most once per FAILURE_LOG_EVERY_S (an outage fails every send)."""
+
+    def __init__(self) -> None:
+        self.unlogged = 0
+        self.logged_at = float("-inf")
+
+    def failed(self, group: str) -> None:
+        self.unlogged += 1
+        now = time.monotonic()
+        if now - self.logged_at >= FAILURE_LOG_EVERY_S:
+            log.exception(
+                "group_send to %s failed (%d failed sends since the last report)", group, self.unlogged
+            )
+            self.unlogged, self.logged_at = 0, now
+
+
+async def _send(group: str, message: GroupMessage, failures: _FailureLog) -> None:
+    message["sent_at"] = time.time()
+    try:
+        async with asyncio.timeout(SEND_TIMEOUT_S):
+            await get_channel_layer().group_send(group, cast("dict[str, Any]", message))
+    except Exception:  # at-most-once: dropped, not retried; a dead Redis must not stop the sender
+        failures.failed(group)
 
 
 class Publisher:
-    """One event-loop thread per process that coalesces and sends group messages."""
+    """This process's publisher thread: an event loop running one Coalescer, started at first use
+    (and again in a child process after a fork, which does not copy threads)."""
 
     def __init__(self) -> None:
         self._lock = threading.Lock()
         self._pid = 0
         self._coalescer: Coalescer | None = None
-        self._handed: deque[Sequence[tuple[str, GroupMessage]]] = deque()
-        self._armed = False  # a wake-up of the thread is on its way
-        self._drained_at = -HANDOFF_S
 
-    def _start(self) -> Coalescer:
+    def _started(self) -> Coalescer:
         with self._lock:
-            if self._coalescer is None or self._pid != os.getpid():  # new process after a fork
+            if self._coalescer is None or self._pid != os.getpid():
                 loop = asyncio.new_event_loop()
-                threading.Thread(target=loop.run_forever, name="gpu-broadcast", daemon=True).start()
-                self._pid, self._handed, self._armed = os.getpid(), deque(), False
-                self._coalescer = Coalescer(app_settings.push_interval_s(), self._sender(), loop)
+                failures = _FailureLog()
+                coalescer = Coalescer(
+                    app_settings.push_interval_s(), lambda g, m: _send(g, m, failures), loop
+                )
+                # The thread's frame holds the sender's task: an event loop holds its tasks only weakly.
+                sender = threading.Thread(
+                    target=loop.run_until_complete, args=(coalescer.run(),), name="gpu-broadcast", daemon=True
+                )
+                sender.start()
+                self._pid, self._coalescer = os.getpid(), coalescer
             return self._coalescer
-
-    @staticmethod
-    def _sender() -> SendDue:
-        sender = GroupSender()  # one per loop: its semaphore and Redis pool bind to the first loop using them
-
-        async def send(due: list[tuple[str, GroupMessage]]) -> None:
-            now = time.time()
-            for _, message in due:
-                message["sent_at"] = now
-            await sender.send_all(get_channel_layer(), due)
-
-        return send
 
     def publish(self, group: str, message: GroupMessage) -> None:
         self.publish_all([(group, message)])
 
     def publish_all(self, messages: Sequence[tuple[str, GroupMessage]]) -> None:
-        """Hand several group messages to the thread at once (an ingested batch's groups together)."""
+        """Hand group messages (an ingested batch's groups together) to the publisher thread."""
         layer = get_channel_layer()
-        if isinstance(layer, InMemoryChannelLayer):
-            # Embedded mode: the layer's queues belong to the server's own event loop, so send there
-            # (async_to_sync from a request thread goes back to it); consumers still coalesce per view.
-            for group, message in messages:
-                message["sent_at"] = time.time()
-                async_to_sync(layer.group_send)(group, cast("dict[str, Any]", message))
+        if layer is None or not messages:
             return
-        coalescer = self._start()
-        self._handed.append(messages)
-        if not self._armed:  # two threads may both arm: one wake-up drains, the other finds nothing
-            self._armed = True
-            coalescer.loop.call_soon_threadsafe(self._arm, coalescer)
+        if isinstance(layer, InMemoryChannelLayer):
+            async_to_sync(_send_now)(layer, messages)
+            return
+        coalescer = self._started()
+        coalescer.loop.call_soon_threadsafe(coalescer.offer_all, messages)
 
-    def _arm(self, coalescer: Coalescer) -> None:
-        wait = max(0.0, self._drained_at + HANDOFF_S - coalescer.loop.time())
-        coalescer.loop.call_later(wait, self._drain, coalescer)
 
-    def _drain(self, coalescer: Coalescer) -> None:
-        self._armed = False  # first: what is handed over from here on arms a new wake-up
-        self._drained_at = coalescer.loop.time()
-        while self._handed:
-            try:
-                coalescer.offer_all(self._handed.popleft())
-            except Exception:  # one bad message must not strand the rest until the next hand-over
-                log.exception("offering group messages failed")
+async def _send_now(layer: InMemoryChannelLayer, messages: Sequence[tuple[str, GroupMessage]]) -> None:
+    for group, message in messages:
+        message["sent_at"] = time.time()
+        await layer.group_send(group, cast("dict[str, Any]", message))
 
 
 PUBLISHER = Publisher()

@@ -2,15 +2,15 @@
 
 Each consumer authorises in `connect()` (anonymous sockets are refused; unknown objects are
 refused), joins one group named by a broadcast.py function, sends a snapshot from the database, and
-then forwards `gpu.samples` / `node.state` messages. These consumers are async, unlike the sync
-consumers preferred elsewhere, because each socket coalesces its own outgoing frames to at most one
-per interval on the event loop (`broadcast.Coalescer`): several web replicas may publish into one
-group, and a view must still get about 1 frame/s. The ORM is reached via database_sync_to_async.
+then forwards `gpu.samples` / `node.state` messages as they come: gpu/broadcast.py has already
+coalesced them to about one a second per group. These consumers are async, unlike the sync consumers
+preferred elsewhere, because a sync consumer runs every handler on the one thread Channels keeps
+for sync code, where the frames of a thousand sockets would queue behind each other; the ORM is
+reached via database_sync_to_async.
 """
 
 from __future__ import annotations
 
-import asyncio
 import time
 from typing import Any, ClassVar
 
@@ -18,7 +18,7 @@ from channels.db import database_sync_to_async
 
 from accounts.live import LiveConsumer, Recheck, user_group
 from accounts.models import User
-from gpu import app_settings, broadcast, metrics, selectors
+from gpu import broadcast, metrics, selectors
 from gpu.messages import GpuFrame, GroupMessage, NodeStateMessage, SamplesMessage
 from gpu.visibility import redact_all
 
@@ -47,15 +47,13 @@ class LiveGpuConsumer(LiveConsumer):
             return
         self.group = group
         self.recheck = Recheck(user.pk, on_gone=self.close_unauthorised)
-        loop = asyncio.get_running_loop()
-        self.out = broadcast.Coalescer(app_settings.push_interval_s(), self._emit_due, loop)
         await self.channel_layer.group_add(self.group, self.channel_name)
         await self.channel_layer.group_add(user_group(user.pk), self.channel_name)
         await self.accept()
         # Not thread-sensitive: snapshots of many sockets connecting at once run in parallel instead of
         # queueing on the one shared sync thread (they only read, each thread has its own connection).
         for message in await database_sync_to_async(self.snapshot, thread_sensitive=False)():
-            await self._emit("snapshot", message)
+            await self._emit(message)
 
     async def disconnect(self, code: int) -> None:
         if self.group:
@@ -81,16 +79,12 @@ class LiveGpuConsumer(LiveConsumer):
     async def gpu_samples(self, event: SamplesMessage) -> None:
         gpus = self.visible(event["gpus"])
         if gpus:
-            self.out.offer("out", SamplesMessage(type="gpu.samples", gpus=gpus, sent_at=event["sent_at"]))
+            await self._emit(SamplesMessage(type="gpu.samples", gpus=gpus, sent_at=event["sent_at"]))
 
     async def node_state(self, event: NodeStateMessage) -> None:
-        self.out.offer("out", event)
+        await self._emit(event)
 
-    async def _emit_due(self, due: list[tuple[str, GroupMessage]]) -> None:
-        for key, message in due:
-            await self._emit(key, message)
-
-    async def _emit(self, key: str, message: GroupMessage) -> None:
+    async def _emit(self, message: GroupMessage) -> None:
         if self.recheck.gone():
             return
         if message["sent_at"]:

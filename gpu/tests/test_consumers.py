@@ -105,6 +105,27 @@ async def test_a_burst_is_coalesced_to_one_frame_per_second(world: World) -> Non
     await communicator.disconnect()
 
 
+async def test_the_cluster_view_gets_every_nodes_newest_frames_merged(world: World) -> None:
+    """Every node's batch feeds the cluster group: within an interval they merge into one message,
+    the newest frame of each GPU of every node in it."""
+    nodes = [await sync_to_async(make_node)(f"gpu-node-merge-{i}") for i in range(2)]
+    gpus = [(await sync_to_async(make_gpus)(node, 1))[0] for node in nodes]
+    communicator, connected = await connect("/ws/cluster/", world.admin)
+    assert connected
+    await receive_type(communicator, "gpu.samples")
+    with pytest.MonkeyPatch.context() as patch:  # the process's publisher holds the cluster group's bucket
+        patch.setattr(broadcast, "PUBLISHER", broadcast.Publisher())
+        for node_index, util in ((0, 10), (1, 20), (0, 30), (1, 40), (0, 50)):
+            await sync_to_async(publish)(nodes[node_index], [gpus[node_index]], [{"util": util}])
+            await asyncio.sleep(0.05)
+        first = await receive_type(communicator, "gpu.samples")
+        second = await receive_type(communicator, "gpu.samples")
+        assert await communicator.receive_nothing(timeout=1.2)
+    assert first["gpus"][gpus[0].uuid]["util_gpu"] == 10  # at once, not held for the interval
+    assert {u: f["util_gpu"] for u, f in second["gpus"].items()} == {gpus[0].uuid: 50, gpus[1].uuid: 40}
+    await communicator.disconnect()
+
+
 async def test_the_embedded_in_memory_layer_also_delivers(world: World) -> None:
     """`make demo` runs one process with the in-memory layer: frames go out on the server's loop."""
     from channels.layers import channel_layers
