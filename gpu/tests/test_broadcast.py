@@ -207,3 +207,19 @@ def test_a_malformed_message_does_not_stop_the_publisher(monkeypatch: pytest.Mon
     publisher.publish("gpu.node.good", _labelled("good"))
     asyncio.run(_until(lambda: bool(layer.sent), seconds=3))
     assert layer.sent == [("gpu.node.good", {"good": 0})]
+
+
+def test_an_outage_is_one_log_line_not_one_per_send(
+    monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    class DeadLayer:
+        async def group_send(self, group: str, message: dict[str, Any]) -> None:
+            raise ConnectionError("Redis is away")
+
+    monkeypatch.setattr(broadcast, "get_channel_layer", DeadLayer)
+    publisher = broadcast.Publisher()
+    with caplog.at_level(logging.ERROR, logger="gpu.broadcast"):
+        for i in range(50):
+            publisher.publish(f"gpu.node.dead-{i}", _labelled(str(i)))
+        asyncio.run_coroutine_threadsafe(asyncio.sleep(0.5), publisher._started().loop).result(timeout=10)
+    assert len(_failures(caplog)) == 1
