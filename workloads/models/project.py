@@ -1,7 +1,6 @@
 """A project's job configuration: saved templates, allowed images and mountable volumes.
 
-Split from workloads/models.py (which re-exports these) so each file stays short; the app's
-migrations own them like any other workloads model.
+The app's migrations own them like any other workloads model.
 """
 
 from __future__ import annotations

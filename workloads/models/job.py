@@ -1,5 +1,4 @@
-"""GPU jobs and what hangs off them. Fields, constraints and single-row computation only: no I/O,
-so every write path is a service and every read a selector.
+"""A GPU job, its timeline, and the admission queue's view of it (the admin's proxy).
 
 Concurrency: a job's `state` only moves through compare-and-swap updates in `workloads.services.transitions`
 (`filter(pk=..., state=old).update(state=new)`), never through `save()` of a stale instance.
@@ -13,36 +12,16 @@ from datetime import datetime
 from typing import Any
 
 from django.conf import settings
-from django.core.exceptions import ValidationError
-from django.core.validators import MaxValueValidator, MinValueValidator
+from django.core.validators import MinValueValidator
 from django.db import models
 from django.utils import timezone
 
 from accounts.models import Project
 from workloads import app_settings
 from workloads.choices import TERMINAL_STATES, EventKind, JobState, Placement, Priority
-
-# The app's models live in two files (models_project.py: a project's job configuration); both are
-# imported from here.
-from workloads.models_project import ImageRule, JobTemplate, ProjectVolume, VolumeAccessMode
 from workloads.queue.fairshare import gpu_equivalent
 from workloads.spec import JobSpec, spec_from_values, spec_values
 from workloads.spec.fields import SPEC_FIELDS
-
-__all__ = [
-    "GrantStatus",
-    "ImageRule",
-    "Job",
-    "JobEvent",
-    "JobTemplate",
-    "OrphanReport",
-    "ProjectVolume",
-    "QueueSettings",
-    "QueuedJob",
-    "QuotaGrant",
-    "ReconcileOutbox",
-    "VolumeAccessMode",
-]
 
 
 class Job(models.Model):
@@ -227,164 +206,6 @@ class JobEvent(models.Model):
 
     def __str__(self) -> str:
         return f"{self.at:%H:%M:%S} {self.kind} {self.reason}"
-
-
-class ReconcileOutbox(models.Model):
-    """Intent that must reach the cluster, written in the same transaction as the change.
-
-    The on-commit publish may be lost (Redis down, crash between commit and publish); the
-    controller republishes rows that made no progress, and the reconcile deletes the row once
-    the cluster matches. So a submission survives any Redis outage.
-    """
-
-    job = models.OneToOneField(Job, on_delete=models.CASCADE, related_name="outbox")
-    requested_at = models.DateTimeField(default=timezone.now)
-    published_at = models.DateTimeField(null=True, blank=True, db_index=True)
-    attempts = models.PositiveIntegerField(default=0)
-
-    def __str__(self) -> str:
-        return f"outbox {self.job_id}"
-
-
-class OrphanReport(models.Model):
-    """A cluster Job with the portal's labels but no portal row: reported, never deleted silently."""
-
-    namespace = models.CharField(max_length=63)
-    name = models.CharField(max_length=253)
-    job_uid = models.CharField(max_length=64, blank=True)
-    first_seen = models.DateTimeField(default=timezone.now)
-    last_seen = models.DateTimeField(default=timezone.now)
-    resolved_at = models.DateTimeField(null=True, blank=True)
-
-    class Meta:
-        ordering = ["-last_seen"]
-        constraints = [models.UniqueConstraint(fields=["namespace", "name"], name="one_orphan_report")]
-
-    def __str__(self) -> str:
-        return f"{self.namespace}/{self.name}"
-
-
-class GrantStatus(models.TextChoices):
-    REQUESTED = "requested", "Requested"
-    APPROVED = "approved", "Approved"
-    REFUSED = "refused", "Refused"
-    EXPIRED = "expired", "Expired"
-
-
-class QuotaGrant(models.Model):
-    """A temporary quota grant or reservation ("+4 GPUs for 48 h from Monday").
-
-    Users request it; operators approve or refuse it in the admin. An approved grant adds to the
-    project's quota while `starts_at <= now < until`; a periodic task marks it expired afterwards.
-    With a `gpu_type` it also raises that type's `GpuTypeLimit` of the project, if there is one.
-    """
-
-    project = models.ForeignKey(Project, on_delete=models.CASCADE, related_name="quota_grants")
-    requested_by = models.ForeignKey(
-        settings.AUTH_USER_MODEL, null=True, on_delete=models.SET_NULL, related_name="+"
-    )
-    gpus = models.PositiveIntegerField(default=0)
-    slices = models.PositiveIntegerField(default=0)
-    gpu_type = models.CharField(
-        max_length=80,
-        blank=True,
-        help_text="Node label nvidia.com/gpu.product: the grant also raises the project's limit for "
-        "this GPU type (where it has one). Empty: any type.",
-    )
-    starts_at = models.DateTimeField(default=timezone.now)
-    until = models.DateTimeField()
-    reason = models.CharField(max_length=300, blank=True)
-    status = models.CharField(
-        max_length=10, choices=GrantStatus.choices, default=GrantStatus.REQUESTED, db_index=True
-    )
-    decided_by = models.ForeignKey(
-        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
-    )
-    decided_at = models.DateTimeField(null=True, blank=True)
-    created_at = models.DateTimeField(default=timezone.now, editable=False)
-
-    class Meta:
-        ordering = ["-created_at", "-id"]
-        constraints = [
-            models.CheckConstraint(
-                condition=models.Q(until__gt=models.F("starts_at")), name="grant_ends_after"
-            )
-        ]
-
-    def __str__(self) -> str:
-        kind = f" {self.gpu_type}" if self.gpu_type else ""
-        return (
-            f"{self.project}: +{self.gpus}{kind} GPUs/+{self.slices} slices until {self.until:%Y-%m-%d %H:%M}"
-        )
-
-    def is_active(self, now: datetime) -> bool:
-        return self.status == GrantStatus.APPROVED and self.starts_at <= now < self.until
-
-
-class QueueSettings(models.Model):
-    """The operators' queue knobs; one row (pk=1), edited in the admin."""
-
-    half_life_hours = models.FloatField(default=168.0, validators=[MinValueValidator(0.1)])
-    borrowing_enabled = models.BooleanField(default=True)
-    preemption_notice_s = models.PositiveIntegerField(default=300)
-    # Each queued job is a suspended Kubernetes Job and a row every admission cycle reads: a bound
-    # keeps one user (or a runaway script) from filling the cluster's etcd and slowing every cycle.
-    max_queued_per_user = models.PositiveIntegerField(
-        default=500, help_text="Queued jobs one user may have in one project; the next submit answers 429."
-    )
-    max_queued_per_project = models.PositiveIntegerField(
-        default=2000, help_text="Queued jobs one project may have; the next submit answers 429."
-    )
-    # Idle-GPU reclaim (docs/operator-guide.md "Idle GPUs"): a running job whose GPUs stay under both
-    # thresholds for the window is warned, then suspended `idle_warning_s` later unless busy or snoozed.
-    idle_reclaim_enabled = models.BooleanField(default=True)
-    idle_util_pct = models.PositiveSmallIntegerField(
-        default=5,
-        validators=[MaxValueValidator(100)],
-        help_text="Idle: SM utilisation always below this (%).",
-    )
-    idle_mem_change_pct = models.PositiveSmallIntegerField(
-        default=5,
-        validators=[MaxValueValidator(100)],
-        help_text="Idle: GPU memory used moved by less than this share of the GPU's memory (%).",
-    )
-    idle_window_s = models.PositiveIntegerField(
-        default=1800, validators=[MinValueValidator(60)], help_text="Idle this long before the warning."
-    )
-    idle_warning_s = models.PositiveIntegerField(
-        default=600, validators=[MinValueValidator(0)], help_text="From the warning to the suspension."
-    )
-    idle_max_snoozes = models.PositiveSmallIntegerField(
-        default=2, help_text="Snoozes per job; each resets the window."
-    )
-    # A notebook sits idle while its user reads and types: a longer window of its own, or none.
-    idle_interactive_window_s = models.PositiveIntegerField(
-        default=7200,
-        help_text="Interactive jobs: idle this long before the warning; 0 never reclaims them.",
-    )
-
-    class Meta:
-        verbose_name = verbose_name_plural = "queue settings"
-
-    def __str__(self) -> str:
-        return "Queue settings"
-
-    def clean(self) -> None:
-        # The rule re-checks the sliding window at suspension: a warning longer than the window would let
-        # a busy spike in the warning period slide out of it unseen.
-        if self.idle_warning_s > self.idle_window_s:
-            raise ValidationError(
-                {"idle_warning_s": "The warning period cannot be longer than the idle window."}
-            )
-        if 0 < self.idle_interactive_window_s < self.idle_warning_s:
-            raise ValidationError(
-                {"idle_interactive_window_s": "Shorter than the warning period: make it longer, or 0."}
-            )
-
-    @classmethod
-    def load(cls) -> QueueSettings:
-        row, _ = cls.objects.get_or_create(pk=1)
-        return row
 
 
 class QueuedJob(Job):
