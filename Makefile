@@ -115,7 +115,7 @@ SOAK_TESTS ?= tests/workloads_e2e/test_outage_drills.py tests/workloads_e2e/test
 soak: venv proto system-deps cluster-build images
 	source deploy/setup/services.sh env
 	bash deploy/setup/services.sh up
-	GPUPORTAL_SOAK=1 GPUPORTAL_T06_EXAMPLES=500 GPUPORTAL_T06_STEPS=50 \
+	GPUPORTAL_SOAK=1 GPUPORTAL_LIFECYCLE_EXAMPLES=500 GPUPORTAL_LIFECYCLE_STEPS=50 \
 	  $(BIN)/python -m pytest -s --timeout=14400 $(SOAK_TESTS) $(PYTEST_ARGS)
 
 # The guides' screenshots, retaken into docs/img/ by the browser tests that take them. A plain test run

@@ -31,8 +31,8 @@ from accounts.models import ApiToken, Membership, User
 from tests.security.populated import Populated
 
 SOAK = os.environ.get("GPUPORTAL_SOAK") == "1"  # `make soak`: many more examples (sizes.py's pattern)
-# Per operation and generation mode; GPUPORTAL_T09_EXAMPLES overrides either size.
-EXAMPLES = int(os.environ.get("GPUPORTAL_T09_EXAMPLES", 60 if SOAK else 3))
+# Per operation and generation mode; GPUPORTAL_FUZZ_EXAMPLES overrides either size.
+EXAMPLES = int(os.environ.get("GPUPORTAL_FUZZ_EXAMPLES", 60 if SOAK else 3))
 SCENARIOS, STEPS = (100, 12) if SOAK else (12, 6)
 SCHEMA_PATH = "/api/schema/?format=json"
 

@@ -1,7 +1,7 @@
 """SIGKILLs of Celery worker processes at chosen points of the reconcile (before and after each
 Kubernetes call, inside a state transition's database transaction, after the task's work but before
 its message is acknowledged), real Postgres, Redis, cluster. CI: 50 jobs, 20 kills, one seed per run;
-`make soak`: 200 jobs, 50 kills, 5 seeds (docs/reliability.md). The seed is printed; GPUPORTAL_T05_SEED
+`make soak`: 200 jobs, 50 kills, 5 seeds (docs/reliability.md). The seed is printed; GPUPORTAL_CHAOS_SEED
 replays a run.
 
 Passes when, after settling, the shared R2 check holds (r2.py): exactly one Kubernetes Job per live
@@ -35,7 +35,7 @@ from workloads.tasks import sweep
 from workloads.tests.conftest import IMAGE
 
 pytestmark = [pytest.mark.cluster, pytest.mark.slow, pytest.mark.django_db(transaction=True)]
-BASE_SEED = int(os.environ.get("GPUPORTAL_T05_SEED") or random.SystemRandom().randrange(10**8))
+BASE_SEED = int(os.environ.get("GPUPORTAL_CHAOS_SEED") or random.SystemRandom().randrange(10**8))
 SEEDS = [BASE_SEED + i for i in range(5 if SOAK else 1)]
 JOBS = 200 if SOAK else 50
 # Where the kills land: the Kubernetes calls (create, the suspend patch, delete), the transition's
@@ -90,8 +90,8 @@ def test_worker_kills_lose_and_duplicate_nothing(
 ) -> None:
     from workloads.tests.conftest import allow_images
 
-    # GPUPORTAL_T05_SEED sets the first seed: this one replays as the first (the only one in CI).
-    print(f"T05 seed {seed} (replay: GPUPORTAL_T05_SEED={seed}; the set: GPUPORTAL_T05_SEED={BASE_SEED})")
+    # GPUPORTAL_CHAOS_SEED sets the first seed: this one replays as the first (the only one in CI).
+    print(f"chaos seed {seed} (replay: GPUPORTAL_CHAOS_SEED={seed}; the set: GPUPORTAL_CHAOS_SEED={BASE_SEED})")
     rng = random.Random(seed)
     allow_images(world.alpha)
     world.alpha.quota.max_concurrent_jobs = JOBS

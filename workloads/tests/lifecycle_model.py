@@ -115,7 +115,7 @@ def run_covering(
     what is still missing."""
     for round_ in range(3):
         if round_:
-            print(f"T06: {sorted(missing())} not reached; again with {examples << round_} examples")
+            print(f"lifecycle: {sorted(missing())} not reached; again with {examples << round_} examples")
         run_state_machine_as_test(
             machine,
             settings=settings(

@@ -67,7 +67,7 @@ cluster_sync = SimpleNamespace(
 def make_machine(world: World) -> type[RuleBasedStateMachine]:
     users = {world.alpha.pk: world.member, world.beta.pk: world.outsider}
 
-    class T06(RuleBasedStateMachine):
+    class JobLifecycle(RuleBasedStateMachine):
         def __init__(self) -> None:
             super().__init__()
             self.fake = FaultyKube()
@@ -382,16 +382,16 @@ def make_machine(world: World) -> type[RuleBasedStateMachine]:
                 want = sum(j.gpus for j in Job.objects.filter(project=project) if j.state in ACTIVE_STATES)
                 assert quota_usage(project=project)["gpus"] == want
 
-    return T06
+    return JobLifecycle
 
 
-def test_t06_lifecycle_state_machine(jobs_world: World, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_every_job_lifecycle_keeps_its_invariants(jobs_world: World, monkeypatch: pytest.MonkeyPatch) -> None:
     capture_sends(monkeypatch, TaskName.NOTIFY_JOB)
     machine = make_machine(jobs_world)
     REACHED.clear()
     # CI default: 25 x 40 (about a minute). The full size (docs/reliability.md): 500 x 50, via the env.
-    examples = int(os.environ.get("GPUPORTAL_T06_EXAMPLES", "25"))
-    steps = int(os.environ.get("GPUPORTAL_T06_STEPS", "40"))
+    examples = int(os.environ.get("GPUPORTAL_LIFECYCLE_EXAMPLES", "25"))
+    steps = int(os.environ.get("GPUPORTAL_LIFECYCLE_STEPS", "40"))
     # Unknown and lost need vanishing evidence: only the vanishing-evidence machine has that rule.
     reachable = {str(state) for state in JobState} - OUT_OF_REACH
     missing = run_covering(machine, examples=examples, steps=steps, missing=lambda: reachable - REACHED)

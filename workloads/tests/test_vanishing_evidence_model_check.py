@@ -40,7 +40,7 @@ AFTER_UNKNOWN: set[str] = set()  # where unknown jobs went: back to running and 
 def make_vanishing_machine(world: World) -> type[RuleBasedStateMachine]:
     base: Any = make_machine(world)
 
-    class T06Unknown(base):  # type: ignore[misc]
+    class LifecycleWithVanishingEvidence(base):  # type: ignore[misc]
         def __init__(self) -> None:
             super().__init__()
             self.vanished: set[str] = set()
@@ -132,7 +132,7 @@ def make_vanishing_machine(world: World) -> type[RuleBasedStateMachine]:
                 self.reconcile(job.pk)
 
         def check_agreement(self) -> None:
-            """T06's check, where an unknown job holds its GPUs without a Job or a pod."""
+            """The lifecycle's check, where an unknown job holds its GPUs without a Job or a pod."""
             cluster = self.fake.k8s_jobs()
             for job in self.jobs():
                 obj = (cluster.get(str(job.uid)) or [None])[0]
@@ -176,15 +176,15 @@ def make_vanishing_machine(world: World) -> type[RuleBasedStateMachine]:
                     )
                 )
 
-    return T06Unknown
+    return LifecycleWithVanishingEvidence
 
 
-def test_t06_with_vanishing_evidence(jobs_world: World, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_the_lifecycle_keeps_its_invariants_when_evidence_vanishes(jobs_world: World, monkeypatch: pytest.MonkeyPatch) -> None:
     capture_sends(monkeypatch, TaskName.NOTIFY_JOB)
     REACHED.clear()
     AFTER_UNKNOWN.clear()
-    examples = int(os.environ.get("GPUPORTAL_T06_EXAMPLES", "40"))
-    steps = int(os.environ.get("GPUPORTAL_T06_STEPS", "40"))
+    examples = int(os.environ.get("GPUPORTAL_LIFECYCLE_EXAMPLES", "40"))
+    steps = int(os.environ.get("GPUPORTAL_LIFECYCLE_STEPS", "40"))
     wanted = {str(JobState.UNKNOWN), str(JobState.LOST)}
     after = {str(JobState.RUNNING), str(JobState.LOST)}  # an unknown job's evidence came back, or lost
 
