@@ -1,1 +1,1 @@
-"""Side-by-side benchmarks (shared/design/benchmarks.md): ours and a reference, measured in one run."""
+"""Side-by-side benchmarks (docs/benchmarks/README.md): ours and a reference, measured in one run."""

@@ -41,7 +41,7 @@ def _out_of_window(samples: list[Sample], *, now: datetime) -> ValidationError |
     """The first sample stamped outside raw retention .. now + clock skew, or not in UTC."""
     oldest = now - timedelta(days=app_settings.raw_retention_days())
     newest = now + timedelta(seconds=app_settings.max_clock_skew_s())
-    # The common case in C-level passes (a Python loop per sample was a fifth of decoding, B6); the
+    # The common case in C-level passes (a Python loop per sample was a fifth of decoding); the
     # loop below only names the culprit.
     if {s.ts.tzinfo for s in samples} == _UTC and (
         oldest <= min(samples, key=_TS).ts and max(samples, key=_TS).ts <= newest
@@ -116,7 +116,7 @@ def ingest_batch(*, node: Node, raw: bytes | Any) -> IngestResult:
 
     Counted for /metrics in the shared totals (gpu/counters.py): a refused batch at once, with its
     samples; a stored one once it commits (a rolled-back batch stored nothing). Counts are deferred
-    (sent by a thread within a second): a Redis round trip per batch was a tenth of ingest (B6, py-spy)."""
+    (sent by a thread within a second): a Redis round trip per batch was a tenth of ingest."""
     try:
         result = _ingest(node, raw)
     except wire.NotJson as exc:

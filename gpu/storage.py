@@ -127,7 +127,7 @@ class PostgresStore:
         """COPY straight into the table, the common case: as fast as Postgres takes rows. Returns the
         refusal (a duplicate key, or a day without partition) instead of raising it: raised through an
         atomic block it would doom the caller's transaction. The savepoint is set by hand and never
-        released (COMMIT ends it): Django's atomic() sent a RELEASE per batch (B6)."""
+        released (COMMIT ends it): Django's atomic() sent a RELEASE per batch."""
         with transaction.atomic(savepoint=False), connection.cursor() as cursor:
             cursor.execute("SAVEPOINT gpu_sample_copy")
             try:

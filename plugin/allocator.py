@@ -1,7 +1,7 @@
 """Pure allocation policy: which devices to prefer, and what a container gets for the ones it got.
 
 Everything here is a function of its arguments (no NVML, no gRPC), so the Hypothesis properties in
-tests/test_allocator.py can hammer it. Visibility is always by GPU UUID, never by relative index.
+plugin/tests/test_allocator.py can hammer it. Visibility is always by GPU UUID, never by relative index.
 """
 
 from __future__ import annotations

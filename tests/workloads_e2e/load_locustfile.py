@@ -2,7 +2,7 @@
 
 Run by tests/workloads_e2e/test_load.py as its own `locust --headless` process: Locust brings
 gevent, which must stay out of the pytest process. Identities (API token, session cookie, project,
-a few job ids) come from the JSON file named by T12_IDENTITIES. Socket lag is reported as a Locust
+a few job ids) come from the JSON file named by LOAD_TEST_IDENTITIES. Socket lag is reported as a Locust
 request "WS socket lag": the time from a job's `changed_at` to the message reaching the user.
 """
 
@@ -20,7 +20,7 @@ import gevent  # type: ignore[import-untyped]  # no stubs; Locust's own dependen
 import websocket
 from locust import HttpUser, between, task
 
-IDENTITIES: list[dict[str, Any]] = json.loads(open(os.environ["T12_IDENTITIES"]).read())  # noqa: SIM115, PTH123
+IDENTITIES: list[dict[str, Any]] = json.loads(open(os.environ["LOAD_TEST_IDENTITIES"]).read())  # noqa: SIM115, PTH123
 _NEXT = itertools.count()
 SUBMIT = {"image": "registry.example.com/team/train:1.0", "gpus": 1, "cpu_millicores": 100, "memory_mib": 64}
 

@@ -136,7 +136,7 @@ def test_many_users_read_submit_tail_and_watch_live(
                 "--stop-timeout",
                 "10",
             ]
-            env = {"T12_IDENTITIES": str(identities), "PATH": "/usr/bin:/bin"}
+            env = {"LOAD_TEST_IDENTITIES": str(identities), "PATH": "/usr/bin:/bin"}
             proc = subprocess.Popen(
                 locust, cwd=REPO, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
             )

@@ -59,7 +59,7 @@ class RealNode:
         return proc.stdout
 
     def restart_kubelet(self) -> float:
-        """Stop the kubelet and start it again (T11); returns when the new one was started."""
+        """Stop the kubelet and start it again; returns when the new one was started."""
         _terminate(self.procs.pop("kubelet"))
         started = time.monotonic()
         self.procs["kubelet"] = _spawn(self, "kubelet", _kubelet_argv(self))
