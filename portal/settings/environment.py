@@ -80,7 +80,10 @@ class Table:
         if name in declared:
             raise ImproperlyConfigured(f"{name} is declared twice in portal/settings/environment.py.")
         declared[name] = Variable(name, shown(default) if shown_as is None else shown_as, help, self.name)
-        value: _T = _env.get_value(name, cast=cast or type(default), default=default)
+        try:
+            value: _T = _env.get_value(name, cast=cast or type(default), default=default)
+        except ValueError as exc:  # a number that is not one: say which variable
+            raise ImproperlyConfigured(f"{name}: {exc}") from None
         return value
 
 
