@@ -166,7 +166,7 @@ class NotificationsView(GenericAPIView[User]):
         if errors or inner or not isinstance(events, dict):
             raise ValidationError(errors if errors else {"events": inner})
         user = services.user_set_notifications(
-            user=request_user(request), email=body["email"], events=events, request=request._request
+            user=request_user(request), email=body["email"], events=events, request=request
         )
         return Response(notifications_of(user))
 
@@ -214,7 +214,7 @@ class MembershipViewSet(
             project=project,
             user=user,
             role=Role(data.validated_data["role"]),
-            request=request._request,
+            request=request,
         )
         return Response(MembershipSerializer(membership).data, status=status.HTTP_201_CREATED)
 
@@ -224,13 +224,13 @@ class MembershipViewSet(
         data.is_valid(raise_exception=True)
         role = data.validated_data.get("role", membership.role)
         services.membership_update(
-            actor=request_user(request), membership=membership, role=Role(role), request=request._request
+            actor=request_user(request), membership=membership, role=Role(role), request=request
         )
         return Response(MembershipSerializer(membership).data)
 
     def perform_destroy(self, instance: Membership) -> None:
         services.membership_remove(
-            actor=request_user(self.request), membership=instance, request=self.request._request
+            actor=request_user(self.request), membership=instance, request=self.request
         )
 
 
@@ -259,7 +259,7 @@ class TokenViewSet(
         data.is_valid(raise_exception=True)
         token, secret = services.token_create(
             user=request_user(request),
-            request=request._request,
+            request=request,
             name=data.validated_data["name"],
             scopes=data.validated_data["scopes"],
             expires_at=data.validated_data.get("expires_at"),
@@ -270,5 +270,5 @@ class TokenViewSet(
 
     def destroy(self, request: Request, pk: str) -> Response:
         token = self.get_object()  # DRF's lookup: a pk that is not a number is a 404, not a 500
-        services.token_revoke(actor=request_user(request), token=token, request=request._request)
+        services.token_revoke(actor=request_user(request), token=token, request=request)
         return Response(status=status.HTTP_204_NO_CONTENT)

@@ -74,19 +74,19 @@ class PasswordTokenView(APIView):
         data.is_valid(raise_exception=True)
         values: dict[str, Any] = data.validated_data
         try:
-            user = get_adapter(request._request).authenticate(
-                request._request, email=values["email"], password=values["password"]
+            user = get_adapter(request).authenticate(
+                request, email=values["email"], password=values["password"]
             )
         except ValidationError as exc:  # allauth raises this when the rate limit is hit
             raise exceptions.Throttled(detail=" ".join(exc.messages)) from exc
         if not isinstance(user, User) or not user.is_active:
             raise exceptions.AuthenticationFailed("Wrong email or password.")
-        _check_otp(request._request, user, values.get("otp", ""))
+        _check_otp(request, user, values.get("otp", ""))
         token, secret = services.token_create(
             user=user,
             name=values["name"],
             scopes=values["scopes"],
             expires_at=values.get("expires_at"),
-            request=request._request,
+            request=request,
         )
         return Response(dict(TokenSerializer(token).data, secret=secret), status=status.HTTP_201_CREATED)

@@ -69,7 +69,7 @@ class ProjectWebhookView(GenericAPIView[ProjectWebhook]):
             actor=request_user(request),
             project=project,
             url=data.validated_data["url"],
-            request=request._request,
+            request=request,
         )
         hook = selectors.webhook_get(project=project)
         if secret is None:
@@ -81,7 +81,7 @@ class ProjectWebhookView(GenericAPIView[ProjectWebhook]):
     def delete(self, request: Request, project_slug: str) -> Response:
         project = self._project(project_slug)
         if not webhooks.webhook_remove(
-            actor=request_user(request), project=project, request=request._request
+            actor=request_user(request), project=project, request=request
         ):
             return Response({"detail": "This project has no webhook."}, status=status.HTTP_404_NOT_FOUND)
         return Response(status=status.HTTP_204_NO_CONTENT)
@@ -105,7 +105,7 @@ class ProjectWebhookPingView(GenericAPIView[WebhookDelivery]):
         project = selectors.project_get(user=request_user(request), slug=project_slug)
         try:
             delivery = webhooks.webhook_ping(
-                actor=request_user(request), project=project, request=request._request
+                actor=request_user(request), project=project, request=request
             )
         except ValidationError as exc:
             raise NotFound(" ".join(exc.messages)) from None

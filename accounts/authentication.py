@@ -22,7 +22,7 @@ class ApiTokenAuthentication(authentication.BaseAuthentication):
         keyword, _, secret = header.partition(" ")
         if keyword != self.keyword or not secret.startswith(TOKEN_PREFIX):
             return None  # some other scheme (e.g. a node token) is handled by its own view
-        token = token_authenticate(secret=secret.strip(), ip=client_ip(request._request))
+        token = token_authenticate(secret=secret.strip(), ip=client_ip(request))
         if token is None:
             raise exceptions.AuthenticationFailed("Invalid, expired or revoked token.")
         return token.user, token

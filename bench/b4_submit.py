@@ -74,7 +74,8 @@ IMAGE = "registry.example.com/team/train:1.0"  # the tests' image (workloads/tes
 CPU_M, MEMORY_MI = 100, 64  # per job; both sides' pods ask the same (the portal: requests = limits)
 HOLD_S = 1800  # a simulated run longer than any wave: each job holds its GPU until the wave is cleared
 WORKER_CONCURRENCY = 4  # the chart's worker.concurrency
-QUEUES = ("celery", "reconcile", "notify")  # the worker's queues (`start_worker` in tests/workloads_e2e/procs.py)
+# The worker's queues (`start_worker` in tests/workloads_e2e/procs.py).
+QUEUES = ("celery", "reconcile", "notify")
 DIRECT_NS = "b4-direct"
 
 

@@ -7,7 +7,7 @@ admin actions) hands the group messages to this process's publisher thread and r
 (newer frames merged in, newest frame per GPU wins), and one sender coroutine passes what is due to
 the channel layer's `group_send`, one message at a time. Consumers forward what arrives as it is.
 
-Why each piece (measured side by side: docs/benchmarks/README.md, "Live push"):
+Why each piece (measured side by side in docs/benchmarks/live-push.md):
 - The coalescing is on the publisher's side because there it is paid once per group, not once per
   socket: the cluster group is fed by every node's batch (1,000 messages a second at 1,000 nodes),
   which a per-socket throttle would receive, decode and merge on every cluster socket; merged here, it

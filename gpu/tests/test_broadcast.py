@@ -141,9 +141,15 @@ async def test_tenant_namespaces_get_only_their_processes(monkeypatch: pytest.Mo
     monkeypatch.setattr(broadcast, "PUBLISHER", broadcast.Publisher())
 
     def process(pid: int, namespace: str | None) -> ProcessFrame:
-        return ProcessFrame(
-            pid=pid, mem_used_mib=1, pod_namespace=namespace, pod_name=f"p{pid}", container="c"
-        )
+        # Every field of the contract's process sample, as a frame carries it; two of them typed.
+        fields = {
+            "pid": pid,
+            "mem_used_mib": 1,
+            "pod_namespace": namespace,
+            "pod_name": f"p{pid}",
+            "container": "c",
+        }
+        return cast("ProcessFrame", fields)
 
     def frame(uuid_: str, processes: list[ProcessFrame]) -> GpuFrame:
         return cast("GpuFrame", {"uuid": uuid_, "node": "ns-node", "processes": processes})

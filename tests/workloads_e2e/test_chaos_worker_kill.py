@@ -91,7 +91,9 @@ def test_worker_kills_lose_and_duplicate_nothing(
     from workloads.tests.conftest import allow_images
 
     # GPUPORTAL_CHAOS_SEED sets the first seed: this one replays as the first (the only one in CI).
-    print(f"chaos seed {seed} (replay: GPUPORTAL_CHAOS_SEED={seed}; the set: GPUPORTAL_CHAOS_SEED={BASE_SEED})")
+    print(
+        f"chaos seed {seed} (replay: GPUPORTAL_CHAOS_SEED={seed}; the set: GPUPORTAL_CHAOS_SEED={BASE_SEED})"
+    )
     rng = random.Random(seed)
     allow_images(world.alpha)
     world.alpha.quota.max_concurrent_jobs = JOBS

@@ -102,7 +102,7 @@ class JobViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, viewsets.Gene
         project = project_for_create(request, body)
         try:
             job = services.job_submit(
-                actor=request_user(request), project=project, data=body, request=request._request
+                actor=request_user(request), project=project, data=body, request=request
             )
         except services.QueueFull as exc:
             raise QueueFullError(str(exc)) from exc
@@ -112,7 +112,7 @@ class JobViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, viewsets.Gene
     @action(detail=True, methods=["post"])
     def cancel(self, request: Request, id: str) -> Response:
         job = services.job_cancel(
-            actor=request_user(request), job=self.get_object(), request=request._request
+            actor=request_user(request), job=self.get_object(), request=request
         )
         return Response(JobSerializer(job).data)
 
@@ -121,7 +121,7 @@ class JobViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, viewsets.Gene
     def idle_snooze(self, request: Request, id: str) -> Response:
         """Snooze the idle warning: the idle window starts again (a bounded number of times)."""
         job = idle_actions.job_idle_snooze(
-            actor=request_user(request), job=self.get_object(), request=request._request
+            actor=request_user(request), job=self.get_object(), request=request
         )
         return Response(JobSerializer(job).data)
 
@@ -130,7 +130,7 @@ class JobViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, viewsets.Gene
     def idle_resume(self, request: Request, id: str) -> Response:
         """Put a job suspended for idle GPUs back in the queue (front of its priority)."""
         job = idle_actions.job_idle_resume(
-            actor=request_user(request), job=self.get_object(), request=request._request
+            actor=request_user(request), job=self.get_object(), request=request
         )
         return Response(JobSerializer(job).data)
 
@@ -145,7 +145,7 @@ class JobViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, viewsets.Gene
             actor=request_user(request),
             job=job,
             exempt=body.validated_data["exempt"],
-            request=request._request,
+            request=request,
         )
         return Response(JobSerializer(job).data)
 
@@ -159,7 +159,7 @@ class JobViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, viewsets.Gene
         edits = request.data if request.data else None
         try:
             job = services.job_rerun(
-                actor=request_user(request), job=self.get_object(), edits=edits, request=request._request
+                actor=request_user(request), job=self.get_object(), edits=edits, request=request
             )
         except services.QueueFull as exc:
             raise QueueFullError(str(exc)) from exc
@@ -183,7 +183,7 @@ class JobViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, viewsets.Gene
             job=self.get_object(),
             name=body.get("name"),
             description=body.get("description", ""),
-            request=request._request,
+            request=request,
         )
         return Response(TemplateSerializer(template).data, status=status.HTTP_201_CREATED)
 
@@ -192,7 +192,7 @@ class JobViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, viewsets.Gene
     def logs(self, request: Request, id: str) -> StreamingHttpResponse:
         job = self.get_object()
         follow = request.query_params.get("follow") in ("1", "true", "yes")
-        asgi = hasattr(request._request, "scope")
+        asgi = hasattr(request, "scope")
         try:
             return logs.log_response(job, follow=follow, user_id=request_user(request).pk, asgi=asgi)
         except logs.TooManyStreams as exc:

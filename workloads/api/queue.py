@@ -119,7 +119,7 @@ class GrantViewSet(mixins.ListModelMixin, viewsets.GenericViewSet[QuotaGrant]):
             starts_at=_when(body, "starts_at", False),
             until=_when(body, "until", True),  # type: ignore[arg-type]
             reason=reason if isinstance(reason, str) else "",
-            request=request._request,
+            request=request,
         )
         return Response(GrantSerializer(grant).data, status=status.HTTP_201_CREATED)
 

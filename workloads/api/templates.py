@@ -78,7 +78,7 @@ class TemplateViewSet(
             name=body.get("name"),
             spec=body.get("spec"),
             description=body.get("description", ""),
-            request=request._request,
+            request=request,
         )
         return Response(TemplateSerializer(template).data, status=status.HTTP_201_CREATED)
 
@@ -105,7 +105,7 @@ class TemplateViewSet(
             name=body.get("name"),
             description=body.get("description"),
             spec=body.get("spec"),
-            request=request._request,
+            request=request,
         )
         return Response(TemplateSerializer(template).data)
 
@@ -122,7 +122,7 @@ class TemplateViewSet(
                 actor=request_user(request),
                 template=self.get_object(),
                 overrides=overrides,
-                request=request._request,
+                request=request,
             )
         except job_services.QueueFull as exc:
             raise QueueFullError(str(exc)) from exc
@@ -130,5 +130,5 @@ class TemplateViewSet(
 
     def perform_destroy(self, instance: JobTemplate) -> None:
         services.template_delete(
-            actor=request_user(self.request), template=instance, request=self.request._request
+            actor=request_user(self.request), template=instance, request=self.request
         )

@@ -179,7 +179,9 @@ def make_vanishing_machine(world: World) -> type[RuleBasedStateMachine]:
     return LifecycleWithVanishingEvidence
 
 
-def test_the_lifecycle_keeps_its_invariants_when_evidence_vanishes(jobs_world: World, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_the_lifecycle_keeps_its_invariants_when_evidence_vanishes(
+    jobs_world: World, monkeypatch: pytest.MonkeyPatch
+) -> None:
     capture_sends(monkeypatch, TaskName.NOTIFY_JOB)
     REACHED.clear()
     AFTER_UNKNOWN.clear()
