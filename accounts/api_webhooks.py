@@ -80,9 +80,7 @@ class ProjectWebhookView(GenericAPIView[ProjectWebhook]):
     @extend_schema(responses={204: None})
     def delete(self, request: Request, project_slug: str) -> Response:
         project = self._project(project_slug)
-        if not webhooks.webhook_remove(
-            actor=request_user(request), project=project, request=request
-        ):
+        if not webhooks.webhook_remove(actor=request_user(request), project=project, request=request):
             return Response({"detail": "This project has no webhook."}, status=status.HTTP_404_NOT_FOUND)
         return Response(status=status.HTTP_204_NO_CONTENT)
 
@@ -104,9 +102,7 @@ class ProjectWebhookPingView(GenericAPIView[WebhookDelivery]):
     def post(self, request: Request, project_slug: str) -> Response:
         project = selectors.project_get(user=request_user(request), slug=project_slug)
         try:
-            delivery = webhooks.webhook_ping(
-                actor=request_user(request), project=project, request=request
-            )
+            delivery = webhooks.webhook_ping(actor=request_user(request), project=project, request=request)
         except ValidationError as exc:
             raise NotFound(" ".join(exc.messages)) from None
         return Response(DeliverySerializer(delivery).data, status=status.HTTP_202_ACCEPTED)

@@ -111,9 +111,7 @@ class JobViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, viewsets.Gene
     @extend_schema(request=None, responses={200: JobSerializer})
     @action(detail=True, methods=["post"])
     def cancel(self, request: Request, id: str) -> Response:
-        job = services.job_cancel(
-            actor=request_user(request), job=self.get_object(), request=request
-        )
+        job = services.job_cancel(actor=request_user(request), job=self.get_object(), request=request)
         return Response(JobSerializer(job).data)
 
     @extend_schema(request=None, responses={200: JobSerializer})

@@ -129,6 +129,4 @@ class TemplateViewSet(
         return Response(JobSerializer(job).data, status=status.HTTP_201_CREATED)
 
     def perform_destroy(self, instance: JobTemplate) -> None:
-        services.template_delete(
-            actor=request_user(self.request), template=instance, request=self.request
-        )
+        services.template_delete(actor=request_user(self.request), template=instance, request=self.request)
