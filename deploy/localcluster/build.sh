@@ -9,6 +9,7 @@ MINOR="$(echo "$KV" | cut -d. -f2)"
 ETCD="${ETCD_VERSION:-3.6.8}"
 KWOK="${KWOK_VERSION:-0.8.0}"
 HELM="${HELM_VERSION:-3.22.0}"           # helm, for the chart (deploy/helm/gpu-portal)
+COREDNS="${COREDNS_VERSION:-1.15.0}"     # the real node's cluster DNS
 CACHE_ROOT="${GPUPORTAL_CACHE:-$HOME/.cache/gpuportal}"
 K8S_CACHE="$CACHE_ROOT/k8s-$KV-etcd-$ETCD-kwok-$KWOK"
 BIN="$K8S_CACHE/bin"
@@ -34,7 +35,7 @@ run_step() {
 
 missing() {
   local b
-  for b in kube-apiserver kube-controller-manager kube-scheduler etcd kwok kwokctl kubectl kubeadm kubelet helm; do
+  for b in kube-apiserver kube-controller-manager kube-scheduler etcd kwok kwokctl kubectl kubeadm kubelet kube-proxy coredns helm; do
     [ -x "$BIN/$b" ] || printf '%s ' "$b"
   done
 }
@@ -45,8 +46,12 @@ helm_ok() {
   [ -x "$BIN/helm" ] && [ "$(cat "$BIN/.helm-stamp" 2>/dev/null)" = "$HELM_STAMP" ]
 }
 
+coredns_ok() {
+  [ -x "$BIN/coredns" ] && [ "$(cat "$BIN/.coredns-stamp" 2>/dev/null)" = "$COREDNS" ]
+}
+
 have_all() {
-  [ -z "$(missing)" ] && helm_ok && "$BIN/kube-apiserver" --version 2>/dev/null | grep -q "Kubernetes v$KV"
+  [ -z "$(missing)" ] && helm_ok && coredns_ok && "$BIN/kube-apiserver" --version 2>/dev/null | grep -q "Kubernetes v$KV"
 }
 
 if have_all; then
@@ -88,6 +93,7 @@ import (
 	_ "k8s.io/kubernetes/cmd/kubeadm"
 	_ "k8s.io/kubernetes/cmd/kubectl"
 	_ "k8s.io/kubernetes/cmd/kubelet"
+	_ "k8s.io/kubernetes/cmd/kube-proxy"
 )
 GO
   go get "k8s.io/kubernetes@v$KV" "go.etcd.io/etcd/server/v3@v$ETCD"
@@ -108,13 +114,13 @@ build_k8s() {
   go build -p 2 -trimpath -tags selinux,notest,grpcnotrace -ldflags "$(k8s_ldflags)" -o "$BIN/" \
     k8s.io/kubernetes/cmd/kube-apiserver k8s.io/kubernetes/cmd/kube-controller-manager \
     k8s.io/kubernetes/cmd/kube-scheduler k8s.io/kubernetes/cmd/kubectl k8s.io/kubernetes/cmd/kubeadm \
-    k8s.io/kubernetes/cmd/kubelet
+    k8s.io/kubernetes/cmd/kubelet k8s.io/kubernetes/cmd/kube-proxy
 }
 
 # Added after the others, so a cache holding everything else builds only these (seconds to a minute):
 # kubeadm (deploy/cluster renders kubeadm configs; tests/cluster_setup runs `kubeadm config validate`)
-# and the kubelet of the optional real node (deploy/localcluster/README.md).
-LATE=(kubeadm kubelet)
+# and the kubelet and kube-proxy of the optional real node (deploy/localcluster/README.md).
+LATE=(kubeadm kubelet kube-proxy)
 build_late() {
   cd "$BUILD"
   local b pkgs=()
@@ -145,6 +151,12 @@ build_helm() {
   echo "$HELM_STAMP" > "$BIN/.helm-stamp"
 }
 
+# Its own module graph too; every plugin of its default build is compiled in.
+build_coredns() {
+  GOBIN="$BIN" go install -trimpath -ldflags "-s -w" "github.com/coredns/coredns@v$COREDNS"
+  echo "$COREDNS" > "$BIN/.coredns-stamp"
+}
+
 build_etcd() {
   cd "$BUILD"
   go build -trimpath -ldflags "-s -w" -o "$BIN/etcd" go.etcd.io/etcd/server/v3
@@ -152,6 +164,7 @@ build_etcd() {
 
 [ -x "$BIN/kwokctl" ] && [ -x "$BIN/kwok" ] || run_step "building kwok v$KWOK" build_kwok
 helm_ok || run_step "building helm v$HELM" build_helm
+coredns_ok || run_step "building CoreDNS v$COREDNS" build_coredns
 if only_late_missing && [ -f "$BUILD/go.mod" ] \
   && "$BIN/kube-apiserver" --version 2>/dev/null | grep -q "Kubernetes v$KV"; then
   run_step "building $(missing)v$KV" build_late

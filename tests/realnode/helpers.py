@@ -16,11 +16,22 @@ from workloads.models import Job
 from workloads.services import jobs as services
 
 
-def real_pod(name: str, script: str, *, limits: dict[str, str] | None = None) -> client.V1Pod:
-    """A busybox pod pinned to the real node (its label and taint), running `sh -c script`."""
+def real_pod(
+    name: str,
+    script: str,
+    *,
+    limits: dict[str, str] | None = None,
+    labels: dict[str, str] | None = None,
+    hostname: str | None = None,
+    subdomain: str | None = None,
+) -> client.V1Pod:
+    """A busybox pod pinned to the real node (its label and taint), running `sh -c script`; the
+    hostname and subdomain name it in a headless Service's DNS."""
     return client.V1Pod(
-        metadata=client.V1ObjectMeta(name=name),
+        metadata=client.V1ObjectMeta(name=name, labels=labels),
         spec=client.V1PodSpec(
+            hostname=hostname,
+            subdomain=subdomain,
             restart_policy="Never",
             automount_service_account_token=False,
             node_selector={rc.REAL_NODE_LABEL: "true"},

@@ -21,6 +21,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO
 
+from kubernetes import client
+
 import deploy.localcluster.hoststate as hoststate
 import deploy.localcluster.netns as netns
 from deploy.localcluster import kube
@@ -28,6 +30,7 @@ from deploy.localcluster.cluster import ClusterHandle
 from deploy.localcluster.nodes import wait_nodes_ready
 from deploy.localcluster.paths import DEPLOY_DIR
 from deploy.localcluster.realnode import config as rc
+from deploy.localcluster.realnode import services
 from plugin.registration import DEFAULT_PLUGIN_DIR
 
 IMAGES_SCRIPT = DEPLOY_DIR / "realnode" / "images.sh"
@@ -67,8 +70,9 @@ class RealNode:
 
     def stop(self) -> list[str]:
         try:
-            if "kubelet" in self.procs:
-                _terminate(self.procs.pop("kubelet"))
+            for what in ("kubelet", "kube-proxy", "coredns"):
+                if what in self.procs:
+                    _terminate(self.procs.pop(what))
             # After the kubelet, which would register the Node again.
             with contextlib.suppress(*kube.API_ERRORS):
                 _delete_node_object(self)
@@ -104,6 +108,9 @@ def start_real_node(cluster: ClusterHandle, name: str = DEFAULT_NODE, timeout: f
             _wait_for(lambda: _answers(node), timeout, "containerd to answer")
             _load_images(node)
             node.timings["containerd_s"] = round(time.monotonic() - t0, 2)
+            for path, body in services.objects(node.ip):
+                _ensure(api, path, body)
+            _start_service_routing(node)
             node.procs["kubelet"] = _spawn(node, "kubelet", _kubelet_argv(node))
             wait_nodes_ready(api, [name], timeout, selector=f"{rc.REAL_NODE_LABEL}=true")
     except BaseException:
@@ -120,16 +127,43 @@ def _write_files(node: RealNode, server: str) -> None:
     dirs.containerd_config.write_text(rc.containerd_toml(dirs))
     (dirs.cni_conf_dir / "10-gpuportal.conflist").write_text(rc.cni_conflist(dirs))
     dirs.kubelet_config.write_text(rc.kubelet_yaml(dirs, node_ip=node.ip, ca_file=pki / "ca.crt"))
-    cert, key = _node_certificate(node.name, pki, dirs.pki)
-    dirs.kubelet_kubeconfig.write_text(
-        rc.node_kubeconfig(server=server, ca_file=pki / "ca.crt", cert=cert, key=key)
-    )
+    dirs.kube_proxy_config.write_text(rc.kube_proxy_yaml(dirs, node_name=node.name))
+    dirs.corefile.write_text(rc.corefile(dirs, node_ip=node.ip))
+    kubelet = rc.kubelet_identity(node.name)
+    for identity, path in (
+        (kubelet, dirs.kubelet_kubeconfig),
+        (rc.KUBE_PROXY_IDENTITY, dirs.kubeconfig(rc.KUBE_PROXY_IDENTITY)),
+        (rc.DNS_IDENTITY, dirs.kubeconfig(rc.DNS_IDENTITY)),
+    ):
+        cert, key = _client_certificate(identity, pki, dirs.pki)
+        path.write_text(rc.client_kubeconfig(server=server, ca_file=pki / "ca.crt", cert=cert, key=key))
 
 
-def _node_certificate(name: str, ca_dir: Path, out: Path) -> tuple[Path, Path]:
-    """A client certificate for system:node:<name> in system:nodes, signed by the cluster CA."""
-    key, csr, cert = out / "node.key", out / "node.csr", out / "node.crt"
-    subject = f"/O=system:nodes/CN=system:node:{name}"
+def _ensure(api: client.ApiClient, collection: str, body: kube.JSON) -> None:
+    """Create the object unless a node of this cluster made it before: kept across nodes, as a
+    fixed ClusterIP is refused (422) rather than reported as existing when its Service is there."""
+    try:
+        kube.get(api, f"{collection}/{body['metadata']['name']}")
+    except client.ApiException as exc:
+        if exc.status != 404:
+            raise
+        kube.create(api, collection, body)
+
+
+def _start_service_routing(node: RealNode) -> None:
+    """kube-proxy (ClusterIPs to endpoints, in the namespace's iptables) and CoreDNS (the cluster
+    domain, behind the DNS Service's ClusterIP)."""
+    bin_dir, dirs = node.cluster.bin_dir, node.dirs
+    proxy = [str(bin_dir / "kube-proxy"), f"--config={dirs.kube_proxy_config}", "--v=1"]
+    node.procs["kube-proxy"] = _spawn(node, "kube-proxy", proxy)
+    node.procs["coredns"] = _spawn(node, "coredns", [str(bin_dir / "coredns"), "-conf", str(dirs.corefile)])
+
+
+def _client_certificate(identity: rc.Identity, ca_dir: Path, out: Path) -> tuple[Path, Path]:
+    """A client certificate for one of the node's components, signed by the cluster CA."""
+    stem = identity.file_stem
+    key, csr, cert = out / f"{stem}.key", out / f"{stem}.csr", out / f"{stem}.crt"
+    subject = identity.subject
     for argv in (
         [
             "openssl",

@@ -16,6 +16,11 @@ from plugin.names import REAL_NODE_LABEL as REAL_NODE_LABEL  # re-exported for t
 # The pods' bridge, inside the run's own network namespace (deploy/localcluster/netns.py).
 POD_SUBNET = "10.214.0.0/24"
 BRIDGE = "rn-cni0"
+# The API server's own default Service range (kwokctl sets none): ClusterIPs come from it, and the
+# cluster DNS Service takes a fixed address in it, as kubeadm's 10th address does.
+SERVICE_SUBNET = "10.0.0.0/24"
+DNS_SERVICE_IP = "10.0.0.10"
+CLUSTER_DOMAIN = "cluster.local"
 CNI_BIN_DIR = Path("/usr/lib/cni")  # Debian's containernetworking-plugins
 # Also a NoSchedule taint of that key: only pods placed there on purpose land on the real node.
 REAL_NODE_TAINT = f"{REAL_NODE_LABEL}=true:NoSchedule"
@@ -24,6 +29,30 @@ PAUSE_IMAGE = "gpuportal.local/pause:1"
 BUSYBOX_IMAGE = "gpuportal.local/busybox:1"
 # The same image as an image rule names it (registry, repository): test jobs and the demo's.
 BUSYBOX_SOURCE = ("gpuportal.local", "busybox")
+
+
+@dataclass(frozen=True)
+class Identity:
+    """A client certificate's subject for one of the node's components."""
+
+    file_stem: str
+    common_name: str
+    organization: str = ""
+
+    @property
+    def subject(self) -> str:
+        return (f"/O={self.organization}" if self.organization else "") + f"/CN={self.common_name}"
+
+
+def kubelet_identity(node_name: str) -> Identity:
+    """system:node:<name> in system:nodes, so the Node authorizer limits it."""
+    return Identity("node", f"system:node:{node_name}", "system:nodes")
+
+
+# Bound by the API server's bootstrap policy to system:node-proxier: Services, EndpointSlices, Nodes.
+KUBE_PROXY_IDENTITY = Identity("kube-proxy", "system:kube-proxy")
+# Bound to the read-only role below when the node starts.
+DNS_IDENTITY = Identity("coredns", "system:coredns")
 
 
 @dataclass(frozen=True)
@@ -59,6 +88,17 @@ class NodeDirs:
     @property
     def pod_resources_socket(self) -> Path:
         return self.kubelet_root / "pod-resources" / "kubelet.sock"
+
+    @property
+    def kube_proxy_config(self) -> Path:
+        return self.root / "kube-proxy.yaml"
+
+    @property
+    def corefile(self) -> Path:
+        return self.root / "Corefile"
+
+    def kubeconfig(self, identity: Identity) -> Path:
+        return self.root / f"{identity.file_stem}.kubeconfig"
 
     @property
     def pki(self) -> Path:
@@ -145,6 +185,8 @@ authorization: {{mode: Webhook}}
 containerRuntimeEndpoint: unix://{dirs.containerd_socket}
 resolvConf: ""
 podLogsDir: {dirs.root}/pod-logs
+clusterDNS: ["{DNS_SERVICE_IP}"]
+clusterDomain: {CLUSTER_DOMAIN}
 evictionHard:
   memory.available: "100Mi"
   nodefs.available: "1%"
@@ -160,8 +202,46 @@ nodeStatusUpdateFrequency: 1s
 """
 
 
-def node_kubeconfig(*, server: str, ca_file: Path, cert: Path, key: str | Path) -> str:
-    """The kubelet's own identity (system:node:<name>), so the Node authorizer limits it."""
+def kube_proxy_yaml(dirs: NodeDirs, *, node_name: str) -> str:
+    """KubeProxyConfiguration: iptables mode inside the run's network namespace, so its rules go
+    with the namespace. conntrack is left as the kernel has it (maxPerCore 0 and the zero timeouts):
+    those sysctls are the machine's, not the namespace's. Health and metrics on loopback only."""
+    return f"""apiVersion: kubeproxy.config.k8s.io/v1alpha1
+kind: KubeProxyConfiguration
+mode: iptables
+clusterCIDR: {POD_SUBNET}
+hostnameOverride: {node_name}
+bindAddress: 127.0.0.1
+healthzBindAddress: 127.0.0.1:10256
+metricsBindAddress: 127.0.0.1:10249
+clientConnection:
+  kubeconfig: {dirs.kubeconfig(KUBE_PROXY_IDENTITY)}
+conntrack:
+  maxPerCore: 0
+  min: 0
+  tcpEstablishedTimeout: 0s
+  tcpCloseWaitTimeout: 0s
+"""
+
+
+def corefile(dirs: NodeDirs, *, node_ip: str) -> str:
+    """CoreDNS for the cluster domain only, on the node's address (the cluster DNS Service points
+    there). No forwarder: nothing outside the namespace is reachable, so other names fail at once."""
+    return f""".:53 {{
+    bind {node_ip}
+    errors
+    kubernetes {CLUSTER_DOMAIN} in-addr.arpa ip6.arpa {{
+        kubeconfig {dirs.kubeconfig(DNS_IDENTITY)} local
+        pods insecure
+        fallthrough in-addr.arpa ip6.arpa
+    }}
+    cache 5
+}}
+"""
+
+
+def client_kubeconfig(*, server: str, ca_file: Path, cert: Path, key: str | Path) -> str:
+    """A kubeconfig with one client certificate: each component its own identity and rights."""
     return json.dumps(
         {
             "apiVersion": "v1",
@@ -169,9 +249,9 @@ def node_kubeconfig(*, server: str, ca_file: Path, cert: Path, key: str | Path) 
             "clusters": [
                 {"name": "local", "cluster": {"server": server, "certificate-authority": str(ca_file)}}
             ],
-            "users": [{"name": "node", "user": {"client-certificate": str(cert), "client-key": str(key)}}],
-            "contexts": [{"name": "node", "context": {"cluster": "local", "user": "node"}}],
-            "current-context": "node",
+            "users": [{"name": "local", "user": {"client-certificate": str(cert), "client-key": str(key)}}],
+            "contexts": [{"name": "local", "context": {"cluster": "local", "user": "local"}}],
+            "current-context": "local",
         },
         indent=2,
     )

@@ -2,7 +2,10 @@
 # Builds the images the real node runs, with no registry and no Docker engine, as docker archives that
 # `ctr images import` loads (pods use them with imagePullPolicy: Never):
 #   gpuportal.local/pause:1     the pod sandbox, pause.go built static
-#   gpuportal.local/busybox:1   Debian's static busybox (sh, echo, sleep, cat, env...) for test jobs
+#   gpuportal.local/busybox:1   Debian's static busybox (sh, echo, sleep, cat, env...; nslookup,
+#                               httpd, nc for the network tests) for test jobs. Its nc cannot look
+#                               a name up (static glibc cannot load NSS) and its wget crashes:
+#                               tests pass nc addresses from nslookup, which has its own resolver
 # Cached in $GPUPORTAL_CACHE/realnode-images/<key of this script and pause.go>; prints that folder.
 # Seconds when cached. Needs go, umoci, skopeo (deploy/setup/system-deps.sh) and apt's package lists.
 set -euo pipefail
@@ -10,7 +13,7 @@ HERE=$(cd "$(dirname "$0")" && pwd)
 CACHE=${GPUPORTAL_CACHE:-$HOME/.cache/gpuportal}/realnode-images
 KEY=$(cat "$0" "$HERE/pause.go" | sha256sum | cut -c1-16)
 OUT=$CACHE/$KEY
-BUSYBOX_APPLETS=(sh echo sleep cat env ls true false printf)
+BUSYBOX_APPLETS=(sh echo sleep cat env ls true false printf nslookup httpd nc hostname mkdir sed tail)
 if [ -f "$OUT/done" ]; then echo "$OUT"; exit 0; fi
 if [ -n "${GPUPORTAL_NETNS:-}" ]; then
   echo "realnode-images: not built yet, and nothing routes out of the run's namespace: run" \
