@@ -55,6 +55,7 @@ SEND_TIMEOUT_S = 5.0
 FAILURE_LOG_EVERY_S = 10.0
 
 Slot = tuple[str, str]  # (group, message type)
+# Must not raise: it logs and drops what fails, so the one sender coroutine runs for good.
 Send = Callable[[str, GroupMessage], Awaitable[None]]
 
 
@@ -146,10 +147,7 @@ class Coalescer:
                 slot = self._due.popleft()
                 message = self._waiting.pop(slot)
                 self._bucket[slot] = (max(0.0, self._tokens(slot) - 1.0), self.loop.time())
-                try:
-                    await self.send(slot[0], message)
-                except Exception:  # one bad message must not end the sender
-                    log.exception("sending to %s failed", slot[0])
+                await self.send(slot[0], message)  # never raises: `_send` logs and drops a failure
 
 
 class _FailureLog:
