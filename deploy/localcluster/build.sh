@@ -10,6 +10,7 @@ ETCD="${ETCD_VERSION:-3.6.8}"
 KWOK="${KWOK_VERSION:-0.8.0}"
 HELM="${HELM_VERSION:-3.22.0}"           # helm, for the chart (deploy/helm/gpu-portal)
 COREDNS="${COREDNS_VERSION:-1.15.0}"     # the real node's cluster DNS
+KUBE_ROUTER="${KUBE_ROUTER_VERSION:-2.1.0}"  # the real node's NetworkPolicy enforcer (its firewall alone)
 CACHE_ROOT="${GPUPORTAL_CACHE:-$HOME/.cache/gpuportal}"
 K8S_CACHE="$CACHE_ROOT/k8s-$KV-etcd-$ETCD-kwok-$KWOK"
 BIN="$K8S_CACHE/bin"
@@ -35,7 +36,7 @@ run_step() {
 
 missing() {
   local b
-  for b in kube-apiserver kube-controller-manager kube-scheduler etcd kwok kwokctl kubectl kubeadm kubelet kube-proxy coredns helm; do
+  for b in kube-apiserver kube-controller-manager kube-scheduler etcd kwok kwokctl kubectl kubeadm kubelet kube-proxy coredns kube-router helm; do
     [ -x "$BIN/$b" ] || printf '%s ' "$b"
   done
 }
@@ -50,8 +51,12 @@ coredns_ok() {
   [ -x "$BIN/coredns" ] && [ "$(cat "$BIN/.coredns-stamp" 2>/dev/null)" = "$COREDNS" ]
 }
 
+kube_router_ok() {
+  [ -x "$BIN/kube-router" ] && [ "$(cat "$BIN/.kube-router-stamp" 2>/dev/null)" = "$KUBE_ROUTER" ]
+}
+
 have_all() {
-  [ -z "$(missing)" ] && helm_ok && coredns_ok && "$BIN/kube-apiserver" --version 2>/dev/null | grep -q "Kubernetes v$KV"
+  [ -z "$(missing)" ] && helm_ok && coredns_ok && kube_router_ok && "$BIN/kube-apiserver" --version 2>/dev/null | grep -q "Kubernetes v$KV"
 }
 
 if have_all; then
@@ -157,6 +162,15 @@ build_coredns() {
   echo "$COREDNS" > "$BIN/.coredns-stamp"
 }
 
+# kube-network-policies, the usual choice, hands new connections to user space with nftables'
+# `queue`, which this kernel lacks (CONFIG_NFT_QUEUE); kube-router's firewall needs only iptables and
+# ipset. 104 s here.
+build_kube_router() {
+  GOBIN="$BIN" go install -trimpath -ldflags "-s -w" \
+    "github.com/cloudnativelabs/kube-router/v2/cmd/kube-router@v$KUBE_ROUTER"
+  echo "$KUBE_ROUTER" > "$BIN/.kube-router-stamp"
+}
+
 build_etcd() {
   cd "$BUILD"
   go build -trimpath -ldflags "-s -w" -o "$BIN/etcd" go.etcd.io/etcd/server/v3
@@ -165,6 +179,7 @@ build_etcd() {
 [ -x "$BIN/kwokctl" ] && [ -x "$BIN/kwok" ] || run_step "building kwok v$KWOK" build_kwok
 helm_ok || run_step "building helm v$HELM" build_helm
 coredns_ok || run_step "building CoreDNS v$COREDNS" build_coredns
+kube_router_ok || run_step "building kube-router v$KUBE_ROUTER" build_kube_router
 if only_late_missing && [ -f "$BUILD/go.mod" ] \
   && "$BIN/kube-apiserver" --version 2>/dev/null | grep -q "Kubernetes v$KV"; then
   run_step "building $(missing)v$KV" build_late

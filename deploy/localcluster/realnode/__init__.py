@@ -70,7 +70,7 @@ class RealNode:
 
     def stop(self) -> list[str]:
         try:
-            for what in ("kubelet", "kube-proxy", "coredns"):
+            for what in ("kubelet", "kube-proxy", "coredns", "kube-router"):
                 if what in self.procs:
                     _terminate(self.procs.pop(what))
             # After the kubelet, which would register the Node again.
@@ -113,6 +113,7 @@ def start_real_node(cluster: ClusterHandle, name: str = DEFAULT_NODE, timeout: f
             _start_service_routing(node)
             node.procs["kubelet"] = _spawn(node, "kubelet", _kubelet_argv(node))
             wait_nodes_ready(api, [name], timeout, selector=f"{rc.REAL_NODE_LABEL}=true")
+            _start_policy_enforcer(node)
     except BaseException:
         node.stop()
         raise
@@ -134,6 +135,7 @@ def _write_files(node: RealNode, server: str) -> None:
         (kubelet, dirs.kubelet_kubeconfig),
         (rc.KUBE_PROXY_IDENTITY, dirs.kubeconfig(rc.KUBE_PROXY_IDENTITY)),
         (rc.DNS_IDENTITY, dirs.kubeconfig(rc.DNS_IDENTITY)),
+        (rc.POLICY_IDENTITY, dirs.kubeconfig(rc.POLICY_IDENTITY)),
     ):
         cert, key = _client_certificate(identity, pki, dirs.pki)
         path.write_text(rc.client_kubeconfig(server=server, ca_file=pki / "ca.crt", cert=cert, key=key))
@@ -157,6 +159,12 @@ def _start_service_routing(node: RealNode) -> None:
     proxy = [str(bin_dir / "kube-proxy"), f"--config={dirs.kube_proxy_config}", "--v=1"]
     node.procs["kube-proxy"] = _spawn(node, "kube-proxy", proxy)
     node.procs["coredns"] = _spawn(node, "coredns", [str(bin_dir / "coredns"), "-conf", str(dirs.corefile)])
+
+
+def _start_policy_enforcer(node: RealNode) -> None:
+    """kube-router's firewall; it finds its node by name at start, so after the kubelet registered it."""
+    policy = [str(node.cluster.bin_dir / "kube-router"), *rc.kube_router_argv(node.dirs, node_name=node.name)]
+    node.procs["kube-router"] = _spawn(node, "kube-router", policy)
 
 
 def _client_certificate(identity: rc.Identity, ca_dir: Path, out: Path) -> tuple[Path, Path]:

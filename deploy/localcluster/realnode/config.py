@@ -51,8 +51,9 @@ def kubelet_identity(node_name: str) -> Identity:
 
 # Bound by the API server's bootstrap policy to system:node-proxier: Services, EndpointSlices, Nodes.
 KUBE_PROXY_IDENTITY = Identity("kube-proxy", "system:kube-proxy")
-# Bound to the read-only role below when the node starts.
+# Each bound to its read-only role (deploy/localcluster/realnode/services.py) when the node starts.
 DNS_IDENTITY = Identity("coredns", "system:coredns")
+POLICY_IDENTITY = Identity("kube-router", "system:kube-router")
 
 
 @dataclass(frozen=True)
@@ -238,6 +239,22 @@ def corefile(dirs: NodeDirs, *, node_ip: str) -> str:
     cache 5
 }}
 """
+
+
+def kube_router_argv(dirs: NodeDirs, *, node_name: str) -> list[str]:
+    """kube-router's firewall alone, as the NetworkPolicy enforcer: iptables chains and ipsets in the
+    namespace, no routing, no service proxy (kube-proxy's), no CNI (the bridge's); no listening ports."""
+    return [
+        f"--kubeconfig={dirs.kubeconfig(POLICY_IDENTITY)}",
+        "--run-firewall=true",
+        "--run-router=false",
+        "--run-service-proxy=false",
+        "--enable-cni=false",
+        f"--hostname-override={node_name}",
+        f"--service-cluster-ip-range={SERVICE_SUBNET}",
+        "--metrics-port=0",
+        "--health-port=0",
+    ]
 
 
 def client_kubeconfig(*, server: str, ca_file: Path, cert: Path, key: str | Path) -> str:

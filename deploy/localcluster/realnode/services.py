@@ -1,4 +1,5 @@
-"""The cluster objects behind the real node's Service routing and DNS, as pure builders.
+"""The cluster objects behind the real node's Service routing, DNS and policy enforcement, as pure
+builders.
 
 CoreDNS runs as a process of the node (like the kubelet and kube-proxy), on the node's address; the
 cluster DNS Service has no selector and one EndpointSlice naming that address, so kube-proxy routes
@@ -8,35 +9,59 @@ the Service's fixed ClusterIP (the kubelet's `clusterDNS`) there like any other 
 from __future__ import annotations
 
 from deploy.localcluster.kube import JSON
-from deploy.localcluster.realnode.config import DNS_IDENTITY, DNS_SERVICE_IP
+from deploy.localcluster.realnode.config import DNS_IDENTITY, DNS_SERVICE_IP, POLICY_IDENTITY, Identity
 
 DNS_NAMESPACE = "kube-system"
 DNS_SERVICE = "kube-dns"
 DNS_ROLE = "gpuportal:realnode-dns"
+POLICY_ROLE = "gpuportal:realnode-network-policy"
+READ = ["get", "list", "watch"]
 
 
 def dns_role() -> JSON:
     """What CoreDNS's kubernetes plugin reads, and nothing more."""
-    return {
-        "apiVersion": "rbac.authorization.k8s.io/v1",
-        "kind": "ClusterRole",
-        "metadata": {"name": DNS_ROLE},
-        "rules": [
+    return _role(
+        DNS_ROLE,
+        [
             {"apiGroups": [""], "resources": ["services", "pods", "namespaces"], "verbs": ["list", "watch"]},
             {"apiGroups": ["discovery.k8s.io"], "resources": ["endpointslices"], "verbs": ["list", "watch"]},
         ],
+    )
+
+
+def policy_role() -> JSON:
+    """What kube-router's firewall reads (its own manifests' role, less what the router and the
+    service proxy need): pods, namespaces, nodes and the policies."""
+    return _role(
+        POLICY_ROLE,
+        [
+            {
+                "apiGroups": [""],
+                "resources": ["pods", "namespaces", "nodes", "services", "endpoints"],
+                "verbs": READ,
+            },
+            {"apiGroups": ["networking.k8s.io"], "resources": ["networkpolicies"], "verbs": READ},
+            {"apiGroups": ["discovery.k8s.io"], "resources": ["endpointslices"], "verbs": READ},
+        ],
+    )
+
+
+def _role(name: str, rules: list[JSON]) -> JSON:
+    return {
+        "apiVersion": "rbac.authorization.k8s.io/v1",
+        "kind": "ClusterRole",
+        "metadata": {"name": name},
+        "rules": rules,
     }
 
 
-def dns_role_binding() -> JSON:
+def role_binding(role: str, identity: Identity) -> JSON:
     return {
         "apiVersion": "rbac.authorization.k8s.io/v1",
         "kind": "ClusterRoleBinding",
-        "metadata": {"name": DNS_ROLE},
-        "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": DNS_ROLE},
-        "subjects": [
-            {"apiGroup": "rbac.authorization.k8s.io", "kind": "User", "name": DNS_IDENTITY.common_name}
-        ],
+        "metadata": {"name": role},
+        "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": role},
+        "subjects": [{"apiGroup": "rbac.authorization.k8s.io", "kind": "User", "name": identity.common_name}],
     }
 
 
@@ -77,7 +102,9 @@ def objects(node_ip: str) -> list[tuple[str, JSON]]:
     rbac = "/apis/rbac.authorization.k8s.io/v1"
     return [
         (f"{rbac}/clusterroles", dns_role()),
-        (f"{rbac}/clusterrolebindings", dns_role_binding()),
+        (f"{rbac}/clusterrolebindings", role_binding(DNS_ROLE, DNS_IDENTITY)),
+        (f"{rbac}/clusterroles", policy_role()),
+        (f"{rbac}/clusterrolebindings", role_binding(POLICY_ROLE, POLICY_IDENTITY)),
         (f"/api/v1/namespaces/{DNS_NAMESPACE}/services", dns_service()),
         (f"/apis/discovery.k8s.io/v1/namespaces/{DNS_NAMESPACE}/endpointslices", dns_endpoints(node_ip)),
     ]

@@ -1,0 +1,71 @@
+"""NetworkPolicies are enforced on the real node (kube-router's firewall), seen from real pods: a
+policy that selects a pod refuses what it does not allow, and lets through what it does."""
+
+from __future__ import annotations
+
+from kubernetes import client
+
+from deploy.localcluster.realnode import RealNode
+from tests.cluster.helpers import wait_for
+from tests.realnode.helpers import delete_pods, real_pod, run_to_end, wait_terminated
+from tests.realnode.test_services import _running, _serving
+
+
+def _policy(name: str, allowed_from: dict[str, str] | None) -> client.V1NetworkPolicy:
+    """Ingress to the `app: guarded` pod: nothing, or only from pods with these labels."""
+    peers = [client.V1NetworkPolicyPeer(pod_selector=client.V1LabelSelector(match_labels=allowed_from))]
+    return client.V1NetworkPolicy(
+        metadata=client.V1ObjectMeta(name=name),
+        spec=client.V1NetworkPolicySpec(
+            pod_selector=client.V1LabelSelector(match_labels={"app": "guarded"}),
+            policy_types=["Ingress"],
+            ingress=[client.V1NetworkPolicyIngressRule(_from=peers)] if allowed_from else None,
+        ),
+    )
+
+
+def test_a_policy_refuses_what_it_does_not_allow_and_lets_through_what_it_does(
+    real_node: RealNode, kube_api: client.ApiClient, k8s_namespace: str
+) -> None:
+    core, net = client.CoreV1Api(kube_api), client.NetworkingV1Api(kube_api)
+    core.create_namespaced_pod(k8s_namespace, _serving("guarded", {"app": "guarded"}, "reached"))
+    names = ["guarded"]
+    try:
+        ip = _running(core, k8s_namespace, "guarded")
+        fetch = f'printf "GET / HTTP/1.0\\r\\n\\r\\n" | nc -w 3 {ip} 8080; echo "exit=$?"'
+
+        def fetched(name: str, labels: dict[str, str] | None = None) -> str:
+            names.append(name)
+            core.create_namespaced_pod(k8s_namespace, real_pod(name, fetch, labels=labels))
+            wait_terminated(core, k8s_namespace, name)
+            log: str = core.read_namespaced_pod_log(name, k8s_namespace)
+            return log
+
+        def enforced(name: str, labels: dict[str, str] | None, *, reached: bool) -> str:
+            """Fetch from new pods until the outcome is `reached`: the enforcer applies a new policy
+            within its sync, and until then a fetch may still see the old rules."""
+
+            def attempt() -> str | None:
+                log = fetched(f"{name}-{len(names)}", labels)
+                return log if ("reached" in log.splitlines()) == reached else None
+
+            return wait_for(attempt, 60, f"{name}: the policy to be enforced")
+
+        open_before = fetched("before")
+        net.create_namespaced_network_policy(k8s_namespace, _policy("deny-all", None))
+        refused = enforced("denied", None, reached=False)
+        net.create_namespaced_network_policy(k8s_namespace, _policy("allow-friends", {"role": "friend"}))
+        allowed = enforced("friend", {"role": "friend"}, reached=True)
+        stranger = fetched("stranger")
+        _, ns_log = run_to_end(core, k8s_namespace, "resolver", "nslookup kubernetes.default; true")
+        names.append("resolver")
+    finally:
+        delete_pods(core, k8s_namespace, names)
+
+    assert "reached" in open_before.splitlines()  # no policy selects the pod: open
+    assert "Connection refused" in refused  # seen as a refused connection
+    assert "exit=0" not in refused
+    assert "reached" in allowed.splitlines()  # the allowed peer completes
+    assert "reached" not in stranger  # everyone else is still refused
+    assert "exit=0" not in stranger
+    assert "Address" in ns_log  # an ingress policy on another pod leaves DNS alone
