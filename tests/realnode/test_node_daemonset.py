@@ -67,7 +67,7 @@ def _load_node_image(node: RealNode) -> str:
         check=True,
         capture_output=True,
     )
-    node.ctr("images", "import", str(archive), timeout=180)
+    node.import_image(archive)
     archive.unlink()
     return ref
 

@@ -61,6 +61,17 @@ class RealNode:
             raise RuntimeError(f"ctr {' '.join(args)} failed: {proc.stderr.strip()[-1000:]}")
         return proc.stdout
 
+    def import_image(self, archive: Path, timeout: float = 180.0) -> None:
+        """An image archive into containerd, where the kubelet finds it."""
+        try:
+            self.ctr("images", "import", str(archive), timeout=timeout)
+        except RuntimeError as error:
+            # containerd can lose a shared layer's snapshot to its own cleanup while an import
+            # unpacks on top of it; a second import finds the content and unpacks it again.
+            if "does not exist" not in str(error):
+                raise
+            self.ctr("images", "import", str(archive), timeout=timeout)
+
     def restart_kubelet(self) -> float:
         """Stop the kubelet and start it again; returns when the new one was started."""
         _terminate(self.procs.pop("kubelet"))
@@ -248,7 +259,7 @@ def _load_images(node: RealNode) -> None:
         raise RuntimeError(f"the real node's images: {out.stderr.strip()[-2000:]}")
     folder = Path(out.stdout.strip().splitlines()[-1])
     for archive in sorted(folder.glob("*.tar")):
-        node.ctr("images", "import", str(archive), timeout=120)
+        node.import_image(archive, timeout=120)
 
 
 def _wait_for(check: Callable[[], bool], timeout: float, what: str) -> None:
