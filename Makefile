@@ -79,10 +79,12 @@ REALNODE_RUN := $(BIN)/python -m deploy.localcluster.netns run -- bash deploy/lo
 pytest-realnode: venv proto system-deps cluster-build realnode-images images
 	$(REALNODE_RUN) $(PYTEST_ARGS)
 
-# The real node's pause and busybox images (cached; seconds when built). Built out here: nothing
-# routes out of the run's namespace, and the build needs apt and the Go toolchain.
+# The real node's pause and busybox images, and the stand-ins for the chart's Postgres and Redis
+# (cached; seconds when built, about 3 min cold). Built out here: nothing routes out of the run's
+# namespace, and the builds need apt, mmdebstrap and the Go toolchain.
 realnode-images: system-deps
 	bash deploy/localcluster/realnode/images.sh >/dev/null
+	bash deploy/localcluster/realnode/store-images.sh >/dev/null
 
 # The OpenID Connect provider the sign-in tests run (Go, cached; seconds when nothing changed).
 oidc-provider:

@@ -9,6 +9,8 @@ from __future__ import annotations
 from pathlib import Path
 from string import Template
 
+import yaml
+
 from deploy.localcluster.paths import DEPLOY_DIR, Versions
 
 # Order matters only for readability; kwok matches stages by selector.
@@ -33,8 +35,29 @@ def render_config(
         LOGS_FILE=str(logs_file.resolve()),
         KUBE_VERSION=(versions or Versions()).kube,
     )
+    # Imported here: `python -m deploy.localcluster.netns` imports this package first, and runpy
+    # warns when the module it runs was imported before it.
+    from deploy.localcluster import netns
+
+    if netns.current() is not None:
+        head = _reachable_from_pods(head, netns.NODE_IP)
     stages = [(DEPLOY_DIR / "stages" / name).read_text() for name in STAGE_FILES]
     return "\n---\n".join([head.rstrip(), *(s.rstrip() for s in stages)]) + "\n"
+
+
+def _reachable_from_pods(head: str, node_ip: str) -> str:
+    """Inside the run's own network namespace, the real node's pods call the API server through the
+    kubernetes Service (in-cluster clients: the portal's controller and workers). The Service's
+    endpoint is the address the server advertises, so it advertises the node's address and listens
+    on it as well as on loopback, where the kubeconfig points. Outside that namespace nothing runs
+    a pod, and everything stays on loopback."""
+    config, *rest = yaml.safe_load_all(head)
+    (apiserver,) = (p for p in config["componentsPatches"] if p["name"] == "kube-apiserver")
+    apiserver["extraArgs"] += [
+        {"key": "bind-address", "value": "0.0.0.0"},  # the last of a repeated flag wins  # noqa: S104
+        {"key": "advertise-address", "value": node_ip},
+    ]
+    return yaml.safe_dump_all([config, *rest], sort_keys=False)
 
 
 def write_config(path: Path, *, bin_dir: Path, pki_dir: Path, logs_file: Path = DEFAULT_LOGS_FILE) -> Path:

@@ -34,5 +34,8 @@ SECURE_HSTS_INCLUDE_SUBDOMAINS = PRODUCTION
 SECURE_HSTS_PRELOAD = PRODUCTION
 SESSION_COOKIE_SECURE = PRODUCTION
 CSRF_COOKIE_SECURE = PRODUCTION
+# The node agents post their samples to the web Service inside the cluster, where TLS ends at the
+# Ingress and nothing speaks HTTPS: a redirect would only bounce them (plugin/contract.py's path).
+SECURE_REDIRECT_EXEMPT = [r"^api/v1/ingest/"]
 if trust_x_forwarded_proto:
     SECURE_PROXY_SSL_HEADER = ("HTTP_X_FORWARDED_PROTO", "https")

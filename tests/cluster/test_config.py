@@ -3,9 +3,12 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
+import pytest
 import yaml
 
+import deploy.localcluster.netns as netns
 from deploy.localcluster.config import render_config
 from deploy.localcluster.nodes import GpuNodeSpec, node_manifest
 
@@ -25,6 +28,26 @@ def test_config_names_every_binary_by_absolute_path_and_binds_loopback(tmp_path:
     args = {a["key"]: a["value"] for a in apiserver["extraArgs"]}
     assert args["kubelet-client-certificate"] == f"{tmp_path}/pki/admin.crt"
     assert args["kubelet-client-key"] == f"{tmp_path}/pki/admin.key"
+
+
+def _apiserver_args(docs: list[dict[str, Any]]) -> list[tuple[str, str]]:
+    (apiserver,) = (p for p in docs[0]["componentsPatches"] if p["name"] == "kube-apiserver")
+    return [(a["key"], a["value"]) for a in apiserver["extraArgs"]]
+
+
+def test_inside_the_runs_namespace_the_api_server_is_reachable_from_pods(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The kubernetes Service's endpoint is the advertised address: the node's, where the server
+    also listens; outside the namespace it stays on loopback."""
+    outside = list(yaml.safe_load_all(render_config(bin_dir=tmp_path, pki_dir=tmp_path)))
+    assert not {"bind-address", "advertise-address"} & {key for key, _ in _apiserver_args(outside)}
+    monkeypatch.setattr(netns, "current", lambda: netns.DEFAULT_NAME)
+    inside = list(yaml.safe_load_all(render_config(bin_dir=tmp_path, pki_dir=tmp_path)))
+    args = _apiserver_args(inside)
+    assert args[-2:] == [("bind-address", "0.0.0.0"), ("advertise-address", netns.NODE_IP)]  # noqa: S104
+    assert inside[0]["options"]["kubeApiserverCertSANs"] == ["10.0.0.1"]  # the Service's ClusterIP
+    assert [d["kind"] for d in inside] == [d["kind"] for d in outside]
 
 
 def test_config_carries_the_complete_stage_set() -> None:

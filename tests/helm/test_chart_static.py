@@ -12,6 +12,7 @@ import sys
 import time
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlsplit
 
 import pytest
 
@@ -197,6 +198,41 @@ def test_the_node_values_reach_the_daemonset() -> None:
     assert (
         volumes["device-plugins"]["hostPath"]["path"] == "/var/lib/kubelet/device-plugins"
     )  # fixed by the kubelet
+
+
+def test_the_web_answers_the_host_name_the_node_agents_call_it_by() -> None:
+    """The agents post samples to the web Service's cluster name, which Django must allow."""
+    docs = render(None, "gp", "portal", {})
+    (ds,) = of_kind(docs, "DaemonSet")
+    _, agent = _containers(ds["spec"]["template"]["spec"])
+    url = next(e["value"] for e in agent["env"] if e["name"] == "GPU_PORTAL_URL")
+    web = pod_specs(docs)["gp-gpu-portal-web"]["containers"][0]
+    allowed = next(e["value"] for e in web["env"] if e["name"] == "ALLOWED_HOSTS").split(",")
+    assert urlsplit(url).hostname in allowed, (url, allowed)
+    assert allowed[0] == "portal.example.org"  # the probes' Host: the first of portal.allowedHosts
+
+
+def test_the_portals_pods_run_where_the_root_scheduling_values_say() -> None:
+    """Every pod of the portal's namespace (the test's too) takes them; the node DaemonSet keeps its own."""
+    values = {
+        "nodeSelector.pool": "system",
+        "tolerations[0].key": "dedicated",
+        "tolerations[0].operator": "Exists",
+        "affinity.nodeAffinity.preferredDuringSchedulingIgnoredDuringExecution[0].weight": "1",
+    }
+    docs = render(None, "gp", "portal", values)
+    specs = pod_specs(docs) | {d["metadata"]["name"]: d["spec"] for d in of_kind(docs, "Pod")}
+    portal = {name: spec for name, spec in specs.items() if name != "gp-gpu-portal-node"}
+    assert {"gp-gpu-portal-web", "gp-gpu-portal-postgresql", "gp-gpu-portal-migrate"} <= set(portal)
+    for name, spec in portal.items():
+        assert spec["nodeSelector"] == {"pool": "system"}, name
+        assert spec["tolerations"] == [{"key": "dedicated", "operator": "Exists"}], name
+        assert spec["affinity"]["nodeAffinity"], name
+    node = specs["gp-gpu-portal-node"]
+    assert node["nodeSelector"] == {"nvidia.com/gpu.present": "true"}
+    assert "affinity" not in node
+    default = pod_specs(render(None, "gp", "portal", {}))
+    assert not any("nodeSelector" in spec for name, spec in default.items() if name != "gp-gpu-portal-node")
 
 
 @pytest.mark.parametrize(("values", "pool"), [({}, "20"), ({"web.dbPoolSize": "0"}, "0")])

@@ -41,7 +41,7 @@ from tests.workloads_e2e.conftest import portal_kube_client
 from workloads.k8s.client import RealKubeClient
 from workloads.models import ImageRule
 
-OWN_NODE_MODULES = ("test_node_lifecycle.py", "test_node_daemonset.py")
+OWN_NODE_MODULES = ("test_node_lifecycle.py", "test_node_daemonset.py", "test_chart_on_real_node.py")
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:

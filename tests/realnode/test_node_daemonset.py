@@ -8,9 +8,7 @@ plugin on the kubelet's fixed device-plugin directory, and two plugins of one re
 
 from __future__ import annotations
 
-import json
 import shutil
-import subprocess
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -28,13 +26,13 @@ from tests.gpu_e2e.test_agent_service_account import mirror, samples_of
 from tests.helm.chart import CHART, Kube
 from tests.realnode.conftest import require_netns
 from tests.realnode.helpers import allocatable, log_vars, run_to_end
+from tests.realnode.images import load_built_image
 from tests.workloads_e2e.live_portal import live_portal
 from workloads.k8s.client import RealKubeClient
 
 pytestmark = pytest.mark.django_db(transaction=True)
 NODE = "gpu-real-ds"
 NODE_NAMESPACE = "gpu-portal-system"
-IMAGES = Path.home() / ".cache" / "gpuportal" / "images" / "images.json"
 MPS_HOST_ROOT = Path("/run/gpu-portal")  # the chart's hostPath for the MPS pipes
 
 
@@ -44,7 +42,7 @@ def ds_node(k8s_cluster: ClusterHandle) -> Iterator[RealNode]:
     had_mps_root = MPS_HOST_ROOT.exists()
     node = start_real_node(k8s_cluster, name=NODE)
     try:
-        _load_node_image(node)
+        load_built_image(node, "node")
         yield node
     finally:
         Kube(k8s_cluster.kubeconfig).kubectl(
@@ -54,22 +52,6 @@ def ds_node(k8s_cluster: ClusterHandle) -> Iterator[RealNode]:
         if not had_mps_root:
             shutil.rmtree(MPS_HOST_ROOT, ignore_errors=True)
     assert not left, f"the real node left the host changed: {left}"
-
-
-def _load_node_image(node: RealNode) -> str:
-    """The node image's OCI archive, as a docker archive named like the chart's image, into containerd."""
-    built = json.loads(IMAGES.read_text())["node"] if IMAGES.exists() else None
-    assert built, f"{IMAGES} is missing: run `make images` (make pytest-realnode does)"
-    archive = node.dirs.root / "node-image.tar"
-    ref = f"docker.io/{built['ref']}"
-    subprocess.run(
-        ["skopeo", "copy", "-q", f"oci-archive:{built['archive']}", f"docker-archive:{archive}:{ref}"],
-        check=True,
-        capture_output=True,
-    )
-    node.import_image(archive)
-    archive.unlink()
-    return ref
 
 
 def _daemonset(

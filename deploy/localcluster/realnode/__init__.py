@@ -30,7 +30,7 @@ from deploy.localcluster.cluster import ClusterHandle
 from deploy.localcluster.nodes import wait_nodes_ready
 from deploy.localcluster.paths import DEPLOY_DIR
 from deploy.localcluster.realnode import config as rc
-from deploy.localcluster.realnode import services
+from deploy.localcluster.realnode import services, volumes
 from plugin.registration import DEFAULT_PLUGIN_DIR
 
 IMAGES_SCRIPT = DEPLOY_DIR / "realnode" / "images.sh"
@@ -87,12 +87,19 @@ class RealNode:
             # After the kubelet, which would register the Node again.
             with contextlib.suppress(*kube.API_ERRORS):
                 _delete_node_object(self)
+            with contextlib.suppress(*kube.API_ERRORS), self.cluster.api() as api:
+                _delete_volumes(self, api)
             # The containers are the shims' children, in the node's new pod cgroups.
             hoststate.kill_cgroup_processes(hoststate.snapshot().cgroups - self.before.cgroups)
             if "containerd" in self.procs:
                 _terminate(self.procs.pop("containerd"))
             _kill_shims(self.dirs)
             _unmount_under(self.dirs.root)
+            # The logs and configuration stay for a look after a failure; the images and volumes go,
+            # unless something is still mounted there (a host path bound into a container).
+            if not _mounts_under(self.dirs.root):
+                for data in (self.dirs.containerd_data, self.dirs.volumes):
+                    shutil.rmtree(data, ignore_errors=True)
             return hoststate.restore(self.before)
         finally:
             self._lock.close()
@@ -121,6 +128,7 @@ def start_real_node(cluster: ClusterHandle, name: str = DEFAULT_NODE, timeout: f
             node.timings["containerd_s"] = round(time.monotonic() - t0, 2)
             for path, body in services.objects(node.ip):
                 _ensure(api, path, body)
+            _provide_volumes(node, api)
             _start_service_routing(node)
             node.procs["kubelet"] = _spawn(node, "kubelet", _kubelet_argv(node))
             wait_nodes_ready(api, [name], timeout, selector=f"{rc.REAL_NODE_LABEL}=true")
@@ -161,6 +169,24 @@ def _ensure(api: client.ApiClient, collection: str, body: kube.JSON) -> None:
         if exc.status != 404:
             raise
         kube.create(api, collection, body)
+
+
+def _provide_volumes(node: RealNode, api: client.ApiClient) -> None:
+    """The default StorageClass and this node's local volumes, on empty folders (a volume left by
+    an earlier node of this name would point at a folder that is gone)."""
+    _delete_volumes(node, api)
+    _ensure(api, "/apis/storage.k8s.io/v1/storageclasses", volumes.storage_class())
+    for index, folder in enumerate(volumes.folders(node.dirs.volumes)):
+        folder.mkdir(parents=True, exist_ok=True)
+        # Any pod's user writes there, as on a fresh disk: a local volume does not take the pod's fsGroup.
+        folder.chmod(0o777)
+        kube.create(api, "/api/v1/persistentvolumes", volumes.volume(node.name, folder, index))
+
+
+def _delete_volumes(node: RealNode, api: client.ApiClient) -> None:
+    kube.delete(
+        api, "/api/v1/persistentvolumes", query={"labelSelector": f"{volumes.NODE_LABEL}={node.name}"}
+    )
 
 
 def _start_service_routing(node: RealNode) -> None:
@@ -298,11 +324,15 @@ def _kill_shims(dirs: rc.NodeDirs) -> None:
                 os.kill(int(proc.name), signal.SIGKILL)
 
 
-def _unmount_under(root: Path) -> None:
-    """Container root filesystems, pod volumes and netns files left mounted under the node's folder."""
+def _mounts_under(root: Path) -> list[str]:
     prefix = str(root.resolve())
     mounts = [line.split()[4] for line in Path("/proc/self/mountinfo").read_text().splitlines()]
-    for target in sorted((m for m in mounts if m.startswith(prefix)), key=len, reverse=True):
+    return [m for m in mounts if m.startswith(prefix)]
+
+
+def _unmount_under(root: Path) -> None:
+    """Container root filesystems, pod volumes and netns files left mounted under the node's folder."""
+    for target in sorted(_mounts_under(root), key=len, reverse=True):
         subprocess.run(["umount", "-l", target], capture_output=True, check=False)
 
 

@@ -106,6 +106,15 @@ class NodeDirs:
         return self.root / "pki"
 
     @property
+    def containerd_data(self) -> Path:
+        """Images, snapshots and state: gigabytes once the chart's images are in."""
+        return self.root / "containerd"
+
+    @property
+    def volumes(self) -> Path:
+        return self.root / "volumes"
+
+    @property
     def logs(self) -> Path:
         return self.root / "logs"
 
@@ -119,8 +128,8 @@ def containerd_toml(dirs: NodeDirs) -> str:
     r = dirs.root
     cri = 'plugins."io.containerd.grpc.v1.cri"'
     return f"""version = 2
-root = "{r}/containerd/root"
-state = "{r}/containerd/state"
+root = "{dirs.containerd_data}/root"
+state = "{dirs.containerd_data}/state"
 disabled_plugins = ["io.containerd.snapshotter.v1.aufs", "io.containerd.snapshotter.v1.btrfs",
   "io.containerd.snapshotter.v1.devmapper", "io.containerd.snapshotter.v1.zfs",
   "io.containerd.tracing.processor.v1.otlp", "io.containerd.internal.v1.tracing"]
@@ -129,7 +138,7 @@ disabled_plugins = ["io.containerd.snapshotter.v1.aufs", "io.containerd.snapshot
 [ttrpc]
   address = "{r}/containerd-ttrpc.sock"
 [plugins."io.containerd.internal.v1.opt"]
-  path = "{r}/containerd/opt"
+  path = "{dirs.containerd_data}/opt"
 [{cri}]
   sandbox_image = "{PAUSE_IMAGE}"
   netns_mounts_under_state_dir = true

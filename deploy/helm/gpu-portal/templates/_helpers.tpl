@@ -75,6 +75,24 @@ helm.sh/chart: {{ printf "%s-%s" .root.Chart.Name .root.Chart.Version | replace 
 {{- end -}}
 {{- end -}}
 
+{{/* The web Service's name inside the cluster, as the portal's own clients (the node agents) call it. */}}
+{{- define "gp.webServiceHost" -}}
+{{ include "gp.fullname" . }}-web.{{ .Release.Namespace }}.svc
+{{- end -}}
+
+{{/* Where the portal's own pods run (the root values); nothing when none is set. */}}
+{{- define "gp.scheduling" -}}
+{{- with .Values.nodeSelector }}
+nodeSelector: {{- toYaml . | nindent 2 }}
+{{- end }}
+{{- with .Values.tolerations }}
+tolerations: {{- toYaml . | nindent 2 }}
+{{- end }}
+{{- with .Values.affinity }}
+affinity: {{- toYaml . | nindent 2 }}
+{{- end }}
+{{- end -}}
+
 {{- define "gp.podSecurity" -}}
 runAsNonRoot: true
 runAsUser: {{ .uid | default 10001 }}
@@ -120,8 +138,9 @@ capabilities:
   valueFrom:
     secretKeyRef: {name: {{ .Values.redis.existingSecret | default (printf "%s-redis-external" (include "gp.fullname" .)) }}, key: {{ .Values.redis.existingSecretKey | default "url" }}}
 {{- end }}
+{{- /* The web Service's own name too: the node agents send their samples there. */}}
 - name: ALLOWED_HOSTS
-  value: {{ join "," .Values.portal.allowedHosts | quote }}
+  value: {{ join "," (append .Values.portal.allowedHosts (include "gp.webServiceHost" .)) | quote }}
 - name: CSRF_TRUSTED_ORIGINS
   value: {{ join "," .Values.portal.csrfTrustedOrigins | quote }}
 - name: GPUPORTAL_TRUSTED_PROXIES

@@ -32,6 +32,7 @@ spec:
       {{- with $root.Values.imagePullSecrets }}
       imagePullSecrets: {{- toYaml . | nindent 8 }}
       {{- end }}
+      {{- with (include "gp.scheduling" $root) }}{{ trim . | nindent 6 }}{{- end }}
       securityContext: {{- include "gp.podSecurity" dict | nindent 8 }}
       containers:
         - name: {{ .component }}

@@ -33,6 +33,7 @@ spec:
     spec:
       automountServiceAccountToken: false
       enableServiceLinks: false
+      {{- with (include "gp.scheduling" $root) }}{{ trim . | nindent 6 }}{{- end }}
       securityContext: {{- include "gp.podSecurity" (dict "uid" .uid) | nindent 8 }}
       containers:
         - name: {{ .component }}
