@@ -82,7 +82,7 @@ pytest-realnode: venv proto system-deps cluster-build realnode-images images
 # The real node's pause and busybox images, and the stand-ins for the chart's Postgres and Redis
 # (cached; seconds when built, about 3 min cold). Built out here: nothing routes out of the run's
 # namespace, and the builds need apt, mmdebstrap and the Go toolchain.
-realnode-images: system-deps
+realnode-images: system-deps cluster-build
 	bash deploy/localcluster/realnode/images.sh >/dev/null
 	bash deploy/localcluster/realnode/store-images.sh >/dev/null
 

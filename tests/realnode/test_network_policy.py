@@ -5,10 +5,13 @@ from __future__ import annotations
 
 from kubernetes import client
 
+from accounts.models import Project
+from deploy.localcluster import kube
 from deploy.localcluster.realnode import RealNode
 from tests.cluster.helpers import wait_for
 from tests.realnode.helpers import delete_pods, real_pod, run_to_end, wait_terminated
 from tests.realnode.test_services import _running, _serving
+from workloads.k8s.builders import build_network_policy
 
 
 def _policy(name: str, allowed_from: dict[str, str] | None) -> client.V1NetworkPolicy:
@@ -69,3 +72,52 @@ def test_a_policy_refuses_what_it_does_not_allow_and_lets_through_what_it_does(
     assert "reached" not in stranger  # everyone else is still refused
     assert "exit=0" not in stranger
     assert "Address" in ns_log  # an ingress policy on another pod leaves DNS alone
+
+
+def _fetch(core: client.CoreV1Api, namespace: str, name: str, ip: str) -> str:
+    """A pod in `namespace` asks `ip`:8080 for its page; its log says what came back and nc's exit."""
+    script = f'printf "GET / HTTP/1.0\\r\\n\\r\\n" | nc -w 3 {ip} 8080; echo "exit=$?"'
+    _, log = run_to_end(core, namespace, name, script)
+    return log
+
+
+def test_the_tenant_policy_lets_dns_through_and_refuses_everything_else(
+    real_node: RealNode, kube_api: client.ApiClient, k8s_namespace: str
+) -> None:
+    """The portal's own default-deny policy of a project namespace (workloads/k8s/builders.py), as
+    the provisioner applies it: a job there resolves names, reaches nothing else, and nothing
+    outside reaches it."""
+    core, net = client.CoreV1Api(kube_api), client.NetworkingV1Api(kube_api)
+    tenant = f"{k8s_namespace}-tenant"
+    kube.create_namespace(kube_api, tenant)
+    policy = build_network_policy(Project(slug="tenant"))
+    policy["metadata"]["namespace"] = tenant
+    net.create_namespaced_network_policy(tenant, policy)
+    core.create_namespaced_pod(k8s_namespace, _serving("outside", {"app": "outside"}, "reached"))
+    core.create_namespaced_pod(tenant, _serving("inside", {"app": "inside"}, "reached"))
+    outside, inside = _running(core, k8s_namespace, "outside"), _running(core, tenant, "inside")
+    fetchers: list[str] = []
+
+    def settled(namespace: str, ip: str) -> str:
+        """Fetches from new pods until refused: the enforcer applies a new policy within its sync."""
+
+        def refused() -> str | None:
+            fetchers.append(f"fetch-{len(fetchers)}")
+            log = _fetch(core, namespace, fetchers[-1], ip)
+            return None if "reached" in log.splitlines() else log
+
+        return wait_for(refused, 60, "the tenant policy to be enforced")
+
+    try:
+        egress = settled(tenant, outside)
+        ingress = settled(k8s_namespace, inside)
+        _, resolved = run_to_end(core, tenant, "resolver", "nslookup kubernetes.default; true")
+        control = _fetch(core, k8s_namespace, "control", outside)
+    finally:
+        kube.delete(kube_api, f"/api/v1/namespaces/{tenant}")
+        delete_pods(core, k8s_namespace, ["outside", "control", *fetchers])
+
+    assert "exit=0" not in egress  # the job reaches nothing outside its namespace
+    assert "exit=0" not in ingress  # and nothing outside reaches it
+    assert "Address" in resolved.split("kubernetes.default", 1)[-1]  # but names resolve
+    assert "reached" in control.splitlines()  # the same fetch from an unpoliced namespace completes

@@ -81,7 +81,7 @@ class RealNode:
 
     def stop(self) -> list[str]:
         try:
-            for what in ("kubelet", "kube-proxy", "coredns", "kube-router"):
+            for what in ("kubelet", "kube-proxy", "kube-router"):
                 if what in self.procs:
                     _terminate(self.procs.pop(what))
             # After the kubelet, which would register the Node again.
@@ -126,13 +126,14 @@ def start_real_node(cluster: ClusterHandle, name: str = DEFAULT_NODE, timeout: f
             _wait_for(lambda: _answers(node), timeout, "containerd to answer")
             _load_images(node)
             node.timings["containerd_s"] = round(time.monotonic() - t0, 2)
-            for path, body in services.objects(node.ip):
+            for path, body in services.objects():
                 _ensure(api, path, body)
             _provide_volumes(node, api)
             _start_service_routing(node)
             node.procs["kubelet"] = _spawn(node, "kubelet", _kubelet_argv(node))
             wait_nodes_ready(api, [name], timeout, selector=f"{rc.REAL_NODE_LABEL}=true")
             _start_policy_enforcer(node)
+            _wait_for(lambda: _dns_ready_on(node, api), timeout, "the cluster DNS pod on the node")
     except BaseException:
         node.stop()
         raise
@@ -148,12 +149,10 @@ def _write_files(node: RealNode, server: str) -> None:
     (dirs.cni_conf_dir / "10-gpuportal.conflist").write_text(rc.cni_conflist(dirs))
     dirs.kubelet_config.write_text(rc.kubelet_yaml(dirs, node_ip=node.ip, ca_file=pki / "ca.crt"))
     dirs.kube_proxy_config.write_text(rc.kube_proxy_yaml(dirs, node_name=node.name))
-    dirs.corefile.write_text(rc.corefile(dirs, node_ip=node.ip))
     kubelet = rc.kubelet_identity(node.name)
     for identity, path in (
         (kubelet, dirs.kubelet_kubeconfig),
         (rc.KUBE_PROXY_IDENTITY, dirs.kubeconfig(rc.KUBE_PROXY_IDENTITY)),
-        (rc.DNS_IDENTITY, dirs.kubeconfig(rc.DNS_IDENTITY)),
         (rc.POLICY_IDENTITY, dirs.kubeconfig(rc.POLICY_IDENTITY)),
     ):
         cert, key = _client_certificate(identity, pki, dirs.pki)
@@ -190,12 +189,17 @@ def _delete_volumes(node: RealNode, api: client.ApiClient) -> None:
 
 
 def _start_service_routing(node: RealNode) -> None:
-    """kube-proxy (ClusterIPs to endpoints, in the namespace's iptables) and CoreDNS (the cluster
-    domain, behind the DNS Service's ClusterIP)."""
-    bin_dir, dirs = node.cluster.bin_dir, node.dirs
-    proxy = [str(bin_dir / "kube-proxy"), f"--config={dirs.kube_proxy_config}", "--v=1"]
+    """kube-proxy: ClusterIPs to endpoints, in the namespace's iptables."""
+    proxy = [str(node.cluster.bin_dir / "kube-proxy"), f"--config={node.dirs.kube_proxy_config}", "--v=1"]
     node.procs["kube-proxy"] = _spawn(node, "kube-proxy", proxy)
-    node.procs["coredns"] = _spawn(node, "coredns", [str(bin_dir / "coredns"), "-conf", str(dirs.corefile)])
+
+
+def _dns_ready_on(node: RealNode, api: client.ApiClient) -> bool:
+    """The CoreDNS pod runs on this node and is ready (one left on an earlier node does not count)."""
+    query = {"labelSelector": "k8s-app=kube-dns", "fieldSelector": f"spec.nodeName={node.name}"}
+    pods = kube.get(api, f"/api/v1/namespaces/{services.DNS_NAMESPACE}/pods", query=query)["items"]
+    conditions = [c for pod in pods for c in pod.get("status", {}).get("conditions", [])]
+    return any(c["type"] == "Ready" and c["status"] == "True" for c in conditions)
 
 
 def _start_policy_enforcer(node: RealNode) -> None:

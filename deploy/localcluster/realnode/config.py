@@ -27,6 +27,7 @@ REAL_NODE_TAINT = f"{REAL_NODE_LABEL}=true:NoSchedule"
 # Loaded from local archives (deploy/localcluster/realnode/images.sh), never pulled.
 PAUSE_IMAGE = "gpuportal.local/pause:1"
 BUSYBOX_IMAGE = "gpuportal.local/busybox:1"
+COREDNS_IMAGE = "gpuportal.local/coredns:1"  # the CoreDNS build.sh makes
 # The same image as an image rule names it (registry, repository): test jobs and the demo's.
 BUSYBOX_SOURCE = ("gpuportal.local", "busybox")
 
@@ -51,8 +52,7 @@ def kubelet_identity(node_name: str) -> Identity:
 
 # Bound by the API server's bootstrap policy to system:node-proxier: Services, EndpointSlices, Nodes.
 KUBE_PROXY_IDENTITY = Identity("kube-proxy", "system:kube-proxy")
-# Each bound to its read-only role (deploy/localcluster/realnode/services.py) when the node starts.
-DNS_IDENTITY = Identity("coredns", "system:coredns")
+# Bound to its read-only role (deploy/localcluster/realnode/services.py) when the node starts.
 POLICY_IDENTITY = Identity("kube-router", "system:kube-router")
 
 
@@ -93,10 +93,6 @@ class NodeDirs:
     @property
     def kube_proxy_config(self) -> Path:
         return self.root / "kube-proxy.yaml"
-
-    @property
-    def corefile(self) -> Path:
-        return self.root / "Corefile"
 
     def kubeconfig(self, identity: Identity) -> Path:
         return self.root / f"{identity.file_stem}.kubeconfig"
@@ -234,14 +230,13 @@ conntrack:
 """
 
 
-def corefile(dirs: NodeDirs, *, node_ip: str) -> str:
-    """CoreDNS for the cluster domain only, on the node's address (the cluster DNS Service points
-    there). No forwarder: nothing outside the namespace is reachable, so other names fail at once."""
+def corefile() -> str:
+    """CoreDNS for the cluster domain only, as a pod reading the API with its ServiceAccount. No
+    forwarder: nothing outside the namespace is reachable, so other names fail at once."""
     return f""".:53 {{
-    bind {node_ip}
     errors
+    ready
     kubernetes {CLUSTER_DOMAIN} in-addr.arpa ip6.arpa {{
-        kubeconfig {dirs.kubeconfig(DNS_IDENTITY)} local
         pods insecure
         fallthrough in-addr.arpa ip6.arpa
     }}

@@ -6,12 +6,19 @@
 #                               httpd, nc for the network tests) for test jobs. Its nc cannot look
 #                               a name up (static glibc cannot load NSS) and its wget crashes:
 #                               tests pass nc addresses from nslookup, which has its own resolver
-# Cached in $GPUPORTAL_CACHE/realnode-images/<key of this script and pause.go>; prints that folder.
+#   gpuportal.local/coredns:1   the cluster DNS (deploy/localcluster/build.sh builds it, static)
+# Cached in $GPUPORTAL_CACHE/realnode-images/<key of this script, pause.go and CoreDNS>; prints that folder.
 # Seconds when cached. Needs go, umoci, skopeo (deploy/setup/system-deps.sh) and apt's package lists.
 set -euo pipefail
 HERE=$(cd "$(dirname "$0")" && pwd)
 CACHE=${GPUPORTAL_CACHE:-$HOME/.cache/gpuportal}/realnode-images
-KEY=$(cat "$0" "$HERE/pause.go" | sha256sum | cut -c1-16)
+# The Kubernetes binaries' folder (build.sh prints it; seconds when they are built).
+KUBE_BIN=$(bash "$HERE/../build.sh" 2>/dev/null | tail -n1)
+if [ ! -x "$KUBE_BIN/coredns" ]; then
+  echo "realnode-images: no CoreDNS in '$KUBE_BIN': run 'make cluster-build' first" >&2
+  exit 2
+fi
+KEY=$(cat "$0" "$HERE/pause.go" "$KUBE_BIN/coredns" | sha256sum | cut -c1-16)
 OUT=$CACHE/$KEY
 BUSYBOX_APPLETS=(sh echo sleep cat env ls true false printf nslookup httpd nc hostname mkdir sed tail)
 if [ -f "$OUT/done" ]; then echo "$OUT"; exit 0; fi
@@ -55,13 +62,16 @@ make_image() {
   skopeo copy -q "oci:$layout:$name" "docker-archive:$OUT.tmp/$name.tar:gpuportal.local/$name:1"
 }
 
-log "building the pause and busybox images into $OUT"
+log "building the pause, busybox and CoreDNS images into $OUT"
 rm -rf "$OUT.tmp" && mkdir -p "$OUT.tmp"
 build_pause
 build_busybox_root
 umoci init --layout "$WORK/oci"
 make_image pause "$WORK/pause-root" /pause
 make_image busybox "$WORK/busybox-root" /bin/sh
+mkdir -p "$WORK/coredns-root"
+install -m 0755 "$KUBE_BIN/coredns" "$WORK/coredns-root/coredns"
+make_image coredns "$WORK/coredns-root" /coredns
 touch "$OUT.tmp/done"
 rm -rf "$OUT" && mv "$OUT.tmp" "$OUT"
 echo "$OUT"
