@@ -8,9 +8,11 @@ set -eu
 user=${POSTGRES_USER:-postgres}
 db=${POSTGRES_DB:-$user}
 socket=/var/run/postgresql
+# On every start, as the official image does: the kubelet gives a volume the pod's fsGroup, group
+# bits included, at each mount, and postgres refuses a data directory others can read.
+mkdir -p "$PGDATA"
+chmod 0700 "$PGDATA"
 if [ "${1:-}" = postgres ] && [ ! -s "$PGDATA/PG_VERSION" ]; then
-  mkdir -p "$PGDATA"
-  chmod 0700 "$PGDATA"
   pwfile=$(mktemp)
   printf '%s' "$POSTGRES_PASSWORD" >"$pwfile"
   initdb -D "$PGDATA" -U "$user" --pwfile="$pwfile" -E UTF8 --locale=C.UTF-8 \

@@ -3,7 +3,9 @@
 # images (a real cluster pulls those; nothing here can), from Debian's packages with the tooling of
 # deploy/images/build.sh (mmdebstrap, umoci, skopeo), as docker archives `ctr images import` loads:
 #   gpuportal.local/postgres:15   postgresql-15 and an entrypoint that does what the official image's
-#                                 does with POSTGRES_USER, POSTGRES_PASSWORD, POSTGRES_DB and PGDATA
+#                                 does with POSTGRES_USER, POSTGRES_PASSWORD, POSTGRES_DB and PGDATA;
+#                                 stopped with SIGINT like it (a fast shutdown: SIGTERM waits for
+#                                 every client to leave, and the kubelet's grace ends in SIGKILL)
 #   gpuportal.local/redis:7       redis-server (the chart gives its command)
 # Both run as uid 999, as the official images and the chart's pod security context do.
 # Cached in $GPUPORTAL_CACHE/realnode-images/stores-<key of the two scripts>; prints that folder.
@@ -76,7 +78,7 @@ main() {
   make_image postgres 15 "$WORK/postgres.tar" \
     --config.env PATH=/usr/lib/postgresql/15/bin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin \
     --config.env LANG=C.UTF-8 --config.env PGDATA=/var/lib/postgresql/data \
-    --config.entrypoint /usr/local/bin/postgres-entrypoint --config.cmd postgres \
+    --config.entrypoint /usr/local/bin/postgres-entrypoint --config.cmd postgres --config.stopsignal SIGINT \
     --config.exposedports 5432/tcp
   make_root redis "$WORK/redis.tar" redis-server
   make_image redis 7 "$WORK/redis.tar" --config.env PATH=/usr/sbin:/usr/bin:/sbin:/bin \
