@@ -333,8 +333,7 @@ def test_a_researcher_signs_in_and_follows_a_real_jobs_log_to_its_end(
     from playwright.sync_api import expect, sync_playwright
 
     http = api(installed, password)
-    script = "echo hello from the installed portal; for i in 1 2 3 4 5 6; do echo step $i; sleep 2; done"
-    path = submit(http, script)
+    script = "echo hello from the installed portal; for i in 1 2 3 4 5 6; do echo step $i; sleep 3; done"
     with port_forward(installed.kube), sync_playwright() as pw:
         browser = pw.chromium.launch(executable_path="/usr/bin/chromium", args=["--no-sandbox"])
         context = browser.new_context(extra_http_headers={"X-Forwarded-Proto": "https"})
@@ -345,6 +344,7 @@ def test_a_researcher_signs_in_and_follows_a_real_jobs_log_to_its_end(
         page.locator("form:has(#id_password) button[type=submit]").click()
         page.wait_for_url(lambda url: "/accounts/login/" not in url)
 
+        path = submit(http, script)  # opened at once: the page follows the log as the job runs
         page.goto(f"{PORTAL_URL}{path.removeprefix('/api/v1')}")
         log = page.locator("#job-log")
         try:
@@ -370,11 +370,18 @@ def test_a_researcher_signs_in_and_follows_a_real_jobs_log_to_its_end(
 
 
 def _log_evidence(installed: Installed, http: httpx.Client, path: str) -> str:
-    """What the portal says of the job's log, by the API and in its row, and the web's log."""
+    """What the portal says of the job's log, by the API (read and followed) and in its row, and
+    what the web logged besides the probes and the agents' samples."""
     answer = http.get(f"{path}logs/")
+    followed = http.get(f"{path}logs/?follow=1")
     row = installed.psql("select state, pod_name, log_captured, length(log_tail) from workloads_job")
-    web = installed.kube.kubectl("logs", "-n", NAMESPACE, f"deploy/{RELEASE}-web", "--tail=40", check=False)
-    return f"API {answer.status_code}: {answer.text[:500]!r}\njob rows: {row}\n{web}"
+    web = installed.kube.kubectl("logs", "-n", NAMESPACE, f"deploy/{RELEASE}-web", "--tail=3000", check=False)
+    noise = ("/ingest/samples", "/healthz", "/readyz")
+    kept = [line for line in web.splitlines() if not any(n in line for n in noise)]
+    return (
+        f"API {answer.status_code}: {answer.text[:300]!r}\nfollowed {followed.status_code}: "
+        f"{followed.text[:300]!r}\njob rows: {row}\n" + "\n".join(kept[-80:])
+    )
 
 
 def test_the_web_goes_unready_without_postgres_and_recovers(installed: Installed) -> None:
@@ -401,10 +408,19 @@ def api(installed: Installed, password: str) -> httpx.Client:
     headers = {"Host": "localhost", "X-Forwarded-Proto": "https"}
     http = httpx.Client(base_url=f"http://{service['spec']['cluster_ip']}", headers=headers, timeout=10)
     body = {"email": EMAIL, "password": password, "name": "upgrade", "scopes": ["read", "submit"], "otp": ""}
+    # Right after the web was away (the Postgres test), kube-proxy may not route to it yet.
+    wait(installed.kube, lambda: _answers(http), 60, "the web Service to answer")
     token = http.post("/api/v1/auth/token/", json=body)
     assert token.status_code == 201, token.text
     http.headers["Authorization"] = f"Bearer {token.json()['secret']}"
     return http
+
+
+def _answers(http: httpx.Client) -> bool:
+    try:
+        return http.get("/readyz").status_code == 200
+    except httpx.HTTPError:
+        return False
 
 
 class Poller:

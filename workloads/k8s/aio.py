@@ -18,12 +18,10 @@ from workloads.k8s.errors import K8sTransientError, error_for
 
 
 def _headers(configuration: Any) -> dict[str, str]:
-    hook = getattr(configuration, "refresh_api_key_hook", None)
-    if hook is not None:
-        hook(configuration)  # in a pod the projected token is re-read as it rotates
-    token = (configuration.api_key or {}).get("authorization", "")
-    prefix = (configuration.api_key_prefix or {}).get("authorization", "")
-    return {"Authorization": f"{prefix} {token}".strip()} if token else {}
+    """The credentials header the official client would send: its auth settings name it and read the
+    token (in a pod they re-read the projected token as it rotates, under the key `BearerToken`)."""
+    settings = configuration.auth_settings().values()
+    return {s["key"]: s["value"] for s in settings if s["in"] == "header" and s["value"]}
 
 
 def _tls(configuration: Any) -> ssl.SSLContext | bool:
