@@ -16,7 +16,8 @@ def test_in_a_pod_the_service_account_token_is_sent(tmp_path: Path) -> None:
     ca.write_text("not read here")
     environ = {"KUBERNETES_SERVICE_HOST": "10.0.0.1", "KUBERNETES_SERVICE_PORT": "443"}
     configuration = k8s.Configuration()
-    InClusterConfigLoader(str(token), str(ca), environ=environ).load_and_set(configuration)
+    loader = InClusterConfigLoader(str(token), str(ca), environ=environ)  # type: ignore[no-untyped-call]
+    loader.load_and_set(configuration)  # type: ignore[no-untyped-call]
     # Without it the API server saw system:anonymous: a job page's followed log answered 403.
     assert _headers(configuration) == {"authorization": "bearer projected-token"}
 
