@@ -212,6 +212,14 @@ def test_the_web_answers_the_host_name_the_node_agents_call_it_by() -> None:
     assert allowed[0] == "portal.example.org"  # the probes' Host: the first of portal.allowedHosts
 
 
+def test_a_stopping_web_pod_serves_until_the_service_has_dropped_it() -> None:
+    """A rolling upgrade refused requests while the old pod's route was still programmed."""
+    spec = pod_specs(render(None, "gp", "portal", {}))["gp-gpu-portal-web"]
+    (web,) = spec["containers"]
+    assert web["lifecycle"]["preStop"]["exec"]["command"] == ["sleep", "5"]
+    assert spec.get("terminationGracePeriodSeconds", 30) > 5
+
+
 def test_the_portals_pods_run_where_the_root_scheduling_values_say() -> None:
     """Every pod of the portal's namespace (the test's too) takes them; the node DaemonSet keeps its own."""
     values = {

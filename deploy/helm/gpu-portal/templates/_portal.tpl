@@ -2,7 +2,7 @@
 One portal process as a Deployment: the same image, environment and restricted security context;
 what differs (command, identity, replicas, ports, probes) comes in the dict:
   root, component, replicas, command, resources, token (mount the ServiceAccount token), ports, probes,
-  env (more variables, after the shared ones)
+  lifecycle, env (more variables, after the shared ones)
 */}}
 {{- define "gp.portalDeployment" -}}
 {{- $root := .root -}}
@@ -49,6 +49,9 @@ spec:
           {{- end }}
           {{- with .probes }}
           {{- toYaml . | nindent 10 }}
+          {{- end }}
+          {{- with .lifecycle }}
+          lifecycle: {{- toYaml . | nindent 12 }}
           {{- end }}
           securityContext: {{- include "gp.containerSecurity" dict | nindent 12 }}
           resources: {{- toYaml .resources | nindent 12 }}
