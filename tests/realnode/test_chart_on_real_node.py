@@ -477,8 +477,13 @@ def test_an_upgrade_while_a_job_runs_loses_no_job_and_no_request(installed: Inst
     assert "has been upgraded" in out, f"{out}\n{diagnose(installed.kube)}"
     print(f"\nhelm upgrade to a rebuilt image, --wait: {seconds:.1f} s; {poller.count} requests during it")
     assert poller.failures == [], poller.failures
-    images = {p["spec"]["containers"][0]["image"] for p in installed.pods() if component(p) == "web"}
-    assert images == {rebuilt.removeprefix("docker.io/")}  # containerd names it in full
+
+    def web_images() -> set[str]:
+        return {p["spec"]["containers"][0]["image"] for p in installed.pods() if component(p) == "web"}
+
+    # The old web pod may still be stopping (its 5 s) when helm returns; containerd names it in full.
+    new = {rebuilt.removeprefix("docker.io/")}
+    wait(installed.kube, lambda: web_images() == new, 60, "only the rebuilt image's web pod")
 
     wait(installed.kube, lambda: state() == "succeeded", 180, "the job to finish after the upgrade")
     job = http.get(path).json()
