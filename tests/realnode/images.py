@@ -23,13 +23,15 @@ def load_built_image(node: RealNode, name: str) -> str:
     assert built, f"{BUILT} is missing: run `make images` (make pytest-realnode does)"
     archive = node.dirs.root / f"{name}-image.tar"
     ref = f"docker.io/{built['ref']}"
-    subprocess.run(
-        ["skopeo", "copy", "-q", f"oci-archive:{built['archive']}", f"docker-archive:{archive}:{ref}"],
-        check=True,
-        capture_output=True,
-    )
-    node.import_image(archive)
-    archive.unlink()
+    # skopeo will not write into an existing archive (one an interrupted run left).
+    archive.unlink(missing_ok=True)
+    try:
+        copy = ["skopeo", "copy", "-q", f"oci-archive:{built['archive']}", f"docker-archive:{archive}:{ref}"]
+        out = subprocess.run(copy, capture_output=True, text=True, check=False)
+        assert out.returncode == 0, f"skopeo copy of the {name} image failed: {out.stderr.strip()}"
+        node.import_image(archive)
+    finally:
+        archive.unlink(missing_ok=True)
     return ref
 
 
