@@ -179,6 +179,9 @@ def make_vanishing_machine(world: World) -> type[RuleBasedStateMachine]:
     return LifecycleWithVanishingEvidence
 
 
+# Its examples bound its work; alone it takes about 4 min, and beside the real-node run (the whole
+# chart installed there) it passed the suite's 5-min hang guard. The guard stays a guard, not a goal.
+@pytest.mark.timeout(900)
 def test_the_lifecycle_keeps_its_invariants_when_evidence_vanishes(
     jobs_world: World, monkeypatch: pytest.MonkeyPatch
 ) -> None:
