@@ -64,13 +64,19 @@ def differences(before: HostState, after: HostState) -> list[str]:
     return out
 
 
+def _folders_deepest_first(top: str) -> list[str]:
+    # The shims and the kubelet remove their cgroups while we walk; os.walk skips a folder that is
+    # gone (pathlib's rglob raises FileNotFoundError for it).
+    return [folder for folder, _, _ in os.walk(top, topdown=False)]
+
+
 def cgroup_pids(cgroups: set[str] | frozenset[str]) -> set[int]:
     """Every process inside these cgroup trees (the containers the node ran)."""
     pids: set[int] = set()
     for top in cgroups:
-        for procs in Path(top).rglob("cgroup.procs"):
+        for folder in _folders_deepest_first(top):
             with contextlib.suppress(OSError):
-                pids.update(int(x) for x in procs.read_text().split())
+                pids.update(int(x) for x in Path(folder, "cgroup.procs").read_text().split())
     return pids
 
 
@@ -86,13 +92,11 @@ def kill_cgroup_processes(cgroups: set[str] | frozenset[str]) -> None:
         time.sleep(0.1)
 
 
-def _remove_cgroup_tree(top: Path) -> None:
+def remove_cgroup_tree(top: str) -> None:
     # Children first: a cgroup folder can only be removed empty, and only with rmdir.
-    for d in sorted((p for p in top.rglob("*") if p.is_dir()), key=lambda p: len(p.parts), reverse=True):
+    for folder in _folders_deepest_first(top):
         with contextlib.suppress(OSError):
-            d.rmdir()
-    with contextlib.suppress(OSError):
-        top.rmdir()
+            Path(folder).rmdir()
 
 
 def restore(before: HostState) -> list[str]:
@@ -100,10 +104,15 @@ def restore(before: HostState) -> list[str]:
 
     Returns what could still not be restored (empty when the host is as found)."""
     now = snapshot()
-    new_cgroups = now.cgroups - before.cgroups
-    kill_cgroup_processes(new_cgroups)
-    for c in sorted(new_cgroups):
-        _remove_cgroup_tree(Path(c))
+    # A cgroup stays busy for a moment after its last process was killed: try again for a while.
+    for _ in range(20):
+        new_cgroups = snapshot().cgroups - before.cgroups
+        if not new_cgroups:
+            break
+        kill_cgroup_processes(new_cgroups)
+        for c in sorted(new_cgroups):
+            remove_cgroup_tree(c)
+        time.sleep(0.25)
     for p in sorted(now.paths - before.paths):
         shutil.rmtree(p, ignore_errors=True)
     for key, value in before.sysctls.items():
