@@ -3,7 +3,13 @@ declared, with its default, in portal/settings/environment.py."""
 
 from __future__ import annotations
 
+from typing import Literal
+
 from django.conf import settings
+
+# A site's switches for its tests and demo, each a setting below; spec fields name the one that
+# shows them (workloads/spec/declaration.py: Hints.tests_and_demo).
+SiteSwitch = Literal["simulation", "real_node"]
 
 
 def log_tail_bytes() -> int:
@@ -19,6 +25,12 @@ def simulation() -> bool:
 def real_node_placement() -> bool:
     """Jobs may ask for the local cluster's real node (deploy/localcluster/README.md). Never in production."""
     return bool(settings.GPUPORTAL_REAL_NODE_PLACEMENT)
+
+
+def site_switches() -> frozenset[SiteSwitch]:
+    """The tests-and-demo switches this site has on."""
+    on: dict[SiteSwitch, bool] = {"simulation": simulation(), "real_node": real_node_placement()}
+    return frozenset(name for name, value in on.items() if value)
 
 
 def ttl_after_finished_s() -> int:

@@ -14,6 +14,7 @@ from typing import Any
 
 from django import forms
 
+from workloads.app_settings import SiteSwitch
 from workloads.spec.declaration import VolumeMount
 from workloads.spec.fields import field_of
 from workloads.spec.form import form_initial, form_request, spec_form_fields
@@ -47,7 +48,7 @@ class SubmitForm(forms.Form):
         self,
         *args: Any,
         projects: list[tuple[str, str]],
-        simulation: bool,
+        switches: frozenset[SiteSwitch],
         volumes: Volumes | None = None,
         **kwargs: Any,
     ) -> None:
@@ -55,7 +56,7 @@ class SubmitForm(forms.Form):
         project_field = self.fields["project"]
         assert isinstance(project_field, forms.ChoiceField)  # noqa: S101 - declared above
         project_field.choices = projects
-        self.fields.update(spec_form_fields(simulation=simulation))
+        self.fields.update(spec_form_fields(switches=switches))
         self.volumes: Volumes = volumes or {}
         self.max_rows = MAX_VOLUME_ROWS
         self.rows = volume_rows(self.data if self.is_bound else None, self.initial)

@@ -72,7 +72,7 @@ def _spec_form(
         request.POST or None,
         initial=initial,
         projects=[(p.slug, p.name) for p in projects],
-        simulation=app_settings.simulation(),
+        switches=app_settings.site_switches(),
         volumes={slug: c["volumes"] for slug, c in catalog.items()},
     )
     # rows for the page: each project's images and volumes, shown under the project choice

@@ -19,7 +19,7 @@ def test_the_sign_in_page_offers_sign_up_only_when_it_is_open() -> None:
 
 
 def test_the_submit_form_labels_read_like_words() -> None:
-    form = SubmitForm(projects=[("alpha", "Alpha")], simulation=False)
+    form = SubmitForm(projects=[("alpha", "Alpha")], switches=frozenset())
     labels = {name: str(form[name].label) for name in ("gpus", "mps_slices", "cpu_millicores", "memory_mib")}
     assert labels == {
         "gpus": "GPUs",

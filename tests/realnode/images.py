@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import shutil
 import subprocess
 from pathlib import Path
 
@@ -16,22 +17,58 @@ POSTGRES_IMAGE = "gpuportal.local/postgres:15"
 REDIS_IMAGE = "gpuportal.local/redis:7"
 
 
-def load_built_image(node: RealNode, name: str) -> str:
-    """Image `name` of `make images` (portal, node), as a docker archive named as the chart names
-    it, into containerd; returns its reference."""
-    built = json.loads(BUILT.read_text())[name] if BUILT.exists() else None
+def _built(name: str) -> dict[str, str]:
+    built: dict[str, str] | None = json.loads(BUILT.read_text())[name] if BUILT.exists() else None
     assert built, f"{BUILT} is missing: run `make images` (make pytest-realnode does)"
-    archive = node.dirs.root / f"{name}-image.tar"
-    ref = f"docker.io/{built['ref']}"
+    return built
+
+
+def _run(what: str, argv: list[str]) -> None:
+    out = subprocess.run(argv, capture_output=True, text=True, check=False)
+    assert out.returncode == 0, f"{what} failed: {out.stderr.strip()}"
+
+
+def _import(node: RealNode, source: str, ref: str, what: str) -> None:
+    """An image skopeo reads at `source`, as a docker archive named `ref`, into containerd."""
+    archive = node.dirs.root / f"{what}-image.tar"
     # skopeo will not write into an existing archive (one an interrupted run left).
     archive.unlink(missing_ok=True)
     try:
-        copy = ["skopeo", "copy", "-q", f"oci-archive:{built['archive']}", f"docker-archive:{archive}:{ref}"]
-        out = subprocess.run(copy, capture_output=True, text=True, check=False)
-        assert out.returncode == 0, f"skopeo copy of the {name} image failed: {out.stderr.strip()}"
+        _run(
+            f"skopeo copy of the {what} image",
+            ["skopeo", "copy", "-q", source, f"docker-archive:{archive}:{ref}"],
+        )
         node.import_image(archive)
     finally:
         archive.unlink(missing_ok=True)
+
+
+def load_built_image(node: RealNode, name: str) -> str:
+    """Image `name` of `make images` (portal, node), named as the chart names it, into containerd;
+    returns its reference."""
+    built = _built(name)
+    ref = f"docker.io/{built['ref']}"
+    _import(node, f"oci-archive:{built['archive']}", ref, name)
+    return ref
+
+
+def load_rebuilt_image(node: RealNode, name: str, revision: str) -> str:
+    """Image `name` as a rebuild would arrive: the same layers under a new configuration (a revision
+    label), so a new image id, under a new tag; returns its reference."""
+    built = _built(name)
+    layout = node.dirs.root / f"{name}-rebuild"
+    shutil.rmtree(layout, ignore_errors=True)
+    try:
+        _run(
+            "skopeo copy to a layout",
+            ["skopeo", "copy", "-q", f"oci-archive:{built['archive']}", f"oci:{layout}:built"],
+        )
+        config = ["umoci", "config", "--image", f"{layout}:built", "--tag", revision]
+        _run("umoci config", [*config, "--config.label", f"org.opencontainers.image.revision={revision}"])
+        ref = f"docker.io/{built['ref'].rsplit(':', 1)[0]}:{revision}"
+        _import(node, f"oci:{layout}:{revision}", ref, f"{name}-{revision}")
+    finally:
+        shutil.rmtree(layout, ignore_errors=True)
     return ref
 
 

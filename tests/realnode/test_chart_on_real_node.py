@@ -9,108 +9,51 @@ session's in-process one). The tests run in file order on one release.
 
 from __future__ import annotations
 
-import contextlib
 import json
 import secrets
-import subprocess
+import shlex
 import time
-from collections.abc import Callable, Iterator
-from dataclasses import dataclass, field
-from pathlib import Path
+from collections.abc import Iterator
 from typing import Any
 
-import httpx
 import pytest
 import yaml
 from django.db.migrations.loader import MigrationLoader
 from kubernetes import client
 
 from deploy.localcluster import ClusterHandle
-from deploy.localcluster.realnode import RealNode, start_real_node
-from deploy.localcluster.realnode import config as rc
-from tests.cluster.helpers import wait_for
-from tests.helm.chart import CHART, Kube, tool
+from deploy.localcluster.realnode import start_real_node
+from tests.helm.chart import CHART, Kube
 from tests.helm.release import KEPT, KEPT_CLAIMS
+from tests.realnode.chart_release import (
+    EMAIL,
+    NAMESPACE,
+    NODE,
+    NODE_GPUS,
+    NODE_NAMESPACE,
+    PORTAL_URL,
+    RELEASE,
+    SEED,
+    Installed,
+    api,
+    chart_values,
+    component,
+    diagnose,
+    log_evidence,
+    port_forward,
+    ready,
+    submit,
+    wait,
+)
 from tests.realnode.conftest import require_netns
-from tests.realnode.images import POSTGRES_IMAGE, REDIS_IMAGE, load_built_image, load_store_images
+from tests.realnode.helpers import delete_pods, real_pod, wait_terminated
+from tests.realnode.images import load_built_image, load_rebuilt_image, load_store_images
+from tests.realnode.probes import LISTEN_PORT, Try, listener_argv, outcomes, python_argv, shell_script
+from tests.realnode.test_services import _serving
 from tests.realnode.watchers import ExitWatch, Poller
 from workloads.k8s.labels import UID_LABEL
 
-NODE = "gpu-real-chart"
-RELEASE = "rn"
-NAMESPACE = "rn-portal"
-NODE_NAMESPACE = "rn-node"
-FORWARD_PORT = 18080  # inside the run's own network namespace
-PORTAL_URL = f"http://localhost:{FORWARD_PORT}"
-EMAIL = "researcher@example.org"
 PORTAL_COMPONENTS = {"web", "worker", "beat", "controller", "provisioner", "postgresql", "redis"}
-# Requests small enough for the whole portal on a 2-core node; limits stay the chart's.
-SMALL = {"requests": {"cpu": "10m", "memory": "64Mi"}}
-PSQL = ["psql", "-U", "portal", "-d", "portal", "-h", "/var/run/postgresql", "-tAq", "-v", f"node={NODE}"]
-NODE_GPUS = "gpu_gpu g join gpu_node n on n.id = g.node_id where n.name = :'node'"
-
-
-@dataclass
-class Installed:
-    node: RealNode
-    kube: Kube
-    core: client.CoreV1Api
-    install_seconds: float
-    values: Path
-    migrate_exits: list[int] = field(default_factory=list)
-
-    def psql(self, query: str) -> str:
-        """A query in the installed Postgres, on its pod's socket; :'node' is this test's node."""
-        argv = ["exec", "-i", "-n", NAMESPACE, f"{RELEASE}-postgresql-0", "--", *PSQL]
-        return self.kube.kubectl(*argv, stdin=query).strip()
-
-    def pods(self, namespace: str = NAMESPACE) -> list[dict[str, Any]]:
-        return [p.to_dict() for p in self.core.list_namespaced_pod(namespace).items]
-
-
-def chart_values(node: RealNode, portal_ref: str, node_ref: str) -> dict[str, Any]:
-    """The values an operator of this cluster would write: its images, its node, its host name."""
-    on_real_node = {
-        "nodeSelector": {rc.REAL_NODE_LABEL: "true"},
-        "tolerations": [{"key": rc.REAL_NODE_LABEL, "operator": "Exists", "effect": "NoSchedule"}],
-    }
-    return {
-        "fullnameOverride": RELEASE,
-        "image": {
-            "repository": "gpu-portal/portal",
-            "tag": portal_ref.rsplit(":", 1)[1],
-            "pullPolicy": "Never",
-        },
-        **on_real_node,
-        # The browser comes through `kubectl port-forward` on localhost, standing in for the
-        # Ingress that would terminate TLS and say so in X-Forwarded-Proto (the browser sends it).
-        "portal": {
-            "allowedHosts": ["localhost"],
-            "csrfTrustedOrigins": [PORTAL_URL],
-            "extraEnv": [{"name": "GPUPORTAL_REAL_NODE_PLACEMENT", "value": "1"}],
-        },
-        "web": {"replicas": 1, "resources": SMALL},
-        "worker": {"concurrency": 2, "resources": SMALL},
-        "beat": {"resources": SMALL},
-        "controller": {"replicas": 1, "resources": SMALL},
-        "provisioner": {"resources": SMALL},
-        "migrations": {"resources": SMALL},
-        "postgresql": {"image": POSTGRES_IMAGE, "resources": SMALL},
-        "redis": {"image": REDIS_IMAGE, "resources": SMALL},
-        "node": {
-            "namespace": NODE_NAMESPACE,
-            "backend": "sim",
-            "kubeletRootDir": str(node.dirs.kubelet_root),
-            "image": {
-                "repository": "gpu-portal/node",
-                "tag": node_ref.rsplit(":", 1)[1],
-                "pullPolicy": "Never",
-            },
-            # null drops the chart's GPU-label selector (helm merges maps).
-            "nodeSelector": {"nvidia.com/gpu.present": None, rc.REAL_NODE_LABEL: "true"},
-            "tolerations": on_real_node["tolerations"],
-        },
-    }
 
 
 @pytest.fixture(scope="module")
@@ -142,35 +85,6 @@ def installed(k8s_cluster: ClusterHandle, kube_api: client.ApiClient) -> Iterato
         )
         left = node.stop()
     assert not left, f"the real node left the host changed: {left}"
-
-
-def diagnose(kube: Kube) -> str:
-    """What an operator would look at first: pods, recent events, each pod's last log lines."""
-    pods = kube.kubectl("get", "pods", "-A", "-o", "wide", check=False)
-    events = kube.kubectl("get", "events", "-A", "--sort-by=.lastTimestamp", check=False)
-    logs = []
-    for namespace in (NAMESPACE, NODE_NAMESPACE):
-        names = kube.kubectl("get", "pods", "-n", namespace, "-o", "name", check=False).split()
-        for name in names:
-            tail = kube.kubectl("logs", "-n", namespace, name, "--all-containers", "--tail=12", check=False)
-            logs.append(f"--- {name}\n{tail[-1500:]}")
-    return f"{pods[-3000:]}\n{events[-3000:]}\n" + "\n".join(logs)
-
-
-def wait(kube: Kube, probe: Callable[[], Any], timeout: float, what: str) -> Any:
-    try:
-        return wait_for(probe, timeout, what)
-    except TimeoutError as exc:
-        raise AssertionError(f"{exc}\n{diagnose(kube)}") from exc
-
-
-def ready(pod: dict[str, Any]) -> bool:
-    conditions = pod["status"]["conditions"] or []
-    return any(c["type"] == "Ready" and c["status"] == "True" for c in conditions)
-
-
-def component(pod: dict[str, Any]) -> str:
-    return str(pod["metadata"]["labels"].get("app.kubernetes.io/component", ""))
 
 
 def test_install_migrates_and_runs_every_portal_pod_ready_on_the_real_node(installed: Installed) -> None:
@@ -230,40 +144,6 @@ def test_the_agents_samples_reach_the_portal(installed: Installed) -> None:
 
 # What an operator does in `manage.py shell` on the web pod before the admin is set up: a researcher
 # with a password, a project with GPUs, and the busybox image allowed there.
-SEED = """
-import os
-from allauth.account.models import EmailAddress
-from accounts.choices import Role
-from accounts.models import Membership, Project, Quota, User
-from workloads.models import ImageRule
-email = os.environ["SEED_EMAIL"]
-user, _ = User.objects.get_or_create(email=email, defaults={"username": email.split("@")[0]})
-user.set_password(os.environ["SEED_PASSWORD"])
-user.save()
-EmailAddress.objects.update_or_create(user=user, email=email, defaults={"verified": True, "primary": True})
-project, _ = Project.objects.get_or_create(slug="real-lab", defaults={"name": "Real lab"})
-Quota.objects.update_or_create(project=project, defaults={"gpus": 4, "mps_slices": 0})
-Membership.objects.get_or_create(project=project, user=user, defaults={"role": Role.MANAGER})
-ImageRule.objects.get_or_create(project=project, registry="gpuportal.local", repository="busybox")
-"""
-
-
-@contextlib.contextmanager
-def port_forward(kube: Kube) -> Iterator[None]:
-    """`kubectl port-forward` to the web Service, through the real kubelet and containerd."""
-    argv = [tool("kubectl"), "port-forward", "-n", NAMESPACE, f"svc/{RELEASE}-web", f"{FORWARD_PORT}:80"]
-    env = {"KUBECONFIG": str(kube.kubeconfig), "HOME": "/tmp", "PATH": "/usr/bin:/bin"}
-    proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env)
-    try:
-        assert proc.stdout is not None
-        first = proc.stdout.readline()
-        assert first.startswith("Forwarding from"), first + proc.stdout.read()
-        yield
-    finally:
-        proc.terminate()
-        proc.wait(10)
-
-
 @pytest.fixture(scope="module")
 def password(installed: Installed) -> str:
     """The researcher's, seeded once in the installed portal."""
@@ -280,16 +160,6 @@ def password(installed: Installed) -> str:
     ]
     installed.kube.kubectl("exec", "-n", NAMESPACE, f"deploy/{RELEASE}-web", "--", *seed)
     return secret
-
-
-def submit(http: httpx.Client, script: str) -> str:
-    """A one-GPU busybox job on the real node through the API (the form offers no placement: the
-    real node is the local cluster's); its API path."""
-    spec = {"image": "gpuportal.local/busybox:1", "command": ["sh", "-c", script], "gpus": 1}
-    spec |= {"cpu_millicores": 100, "memory_mib": 64, "placement": "real-node"}
-    created = http.post("/api/v1/jobs/", json={"project": "real-lab", **spec})
-    assert created.status_code == 201, created.text
-    return f"/api/v1/jobs/{created.json()['id']}/"
 
 
 def test_a_researcher_signs_in_and_follows_a_real_jobs_log_to_its_end(
@@ -309,13 +179,24 @@ def test_a_researcher_signs_in_and_follows_a_real_jobs_log_to_its_end(
         page.locator("form:has(#id_password) button[type=submit]").click()
         page.wait_for_url(lambda url: "/accounts/login/" not in url)
 
-        path = submit(http, script)  # opened at once: the page follows the log as the job runs
-        page.goto(f"{PORTAL_URL}{path.removeprefix('/api/v1')}")
+        # The submit form, as a researcher fills it in; the site offers the real node as placement.
+        page.goto(f"{PORTAL_URL}/jobs/submit/")
+        page.select_option("#id_project", "real-lab")
+        page.fill("#id_image", "gpuportal.local/busybox:1")
+        page.fill("#id_command", shlex.join(["sh", "-c", script]))
+        page.fill("#id_gpus", "1")
+        page.fill("#id_cpu_millicores", "100")
+        page.fill("#id_memory_mib", "64")
+        page.select_option("#id_placement", "real-node")
+        page.click("#submit-job")
+        # The job's page, opened at once: it follows the log as the job runs.
+        page.wait_for_url(lambda url: "/jobs/submit/" not in url, timeout=30_000)
+        path = "/api/v1" + page.url.removeprefix(PORTAL_URL)
         log = page.locator("#job-log")
         try:
             expect(log).to_contain_text("hello from the installed portal", timeout=120_000)
         except AssertionError as exc:
-            raise AssertionError(f"{exc}\n{_log_evidence(installed, http, path)}") from exc
+            raise AssertionError(f"{exc}\n{log_evidence(installed, http, path)}") from exc
         expect(log).to_contain_text("step 6", timeout=60_000)  # followed as the container writes it
         state = page.locator('[data-job] [data-field="state"]')
 
@@ -334,19 +215,124 @@ def test_a_researcher_signs_in_and_follows_a_real_jobs_log_to_its_end(
     assert http.get(path).json()["node"] == NODE
 
 
-def _log_evidence(installed: Installed, http: httpx.Client, path: str) -> str:
-    """What the portal says of the job's log, by the API (read and followed) and in its row, and
-    what the web logged besides the probes and the agents' samples."""
-    answer = http.get(f"{path}logs/")
-    followed = http.get(f"{path}logs/?follow=1")
-    row = installed.psql("select state, pod_name, log_captured, length(log_tail) from workloads_job")
-    web = installed.kube.kubectl("logs", "-n", NAMESPACE, f"deploy/{RELEASE}-web", "--tail=3000", check=False)
-    noise = ("/ingest/samples", "/healthz", "/readyz")
-    kept = [line for line in web.splitlines() if not any(n in line for n in noise)]
-    return (
-        f"API {answer.status_code}: {answer.text[:300]!r}\nfollowed {followed.status_code}: "
-        f"{followed.text[:300]!r}\njob rows: {row}\n" + "\n".join(kept[-80:])
-    )
+# A namespace no policy selects: the look-alike of a portal worker and an open control pod live there.
+OUTSIDE = "rn-outside"
+LOOK_ALIKE = {
+    "app.kubernetes.io/instance": RELEASE,
+    "app.kubernetes.io/part-of": "gpu-portal",
+    "app.kubernetes.io/component": "worker",
+}
+
+
+def _cluster_ip(installed: Installed, service: str) -> str:
+    spec = installed.core.read_namespaced_service(f"{RELEASE}-{service}", NAMESPACE).to_dict()["spec"]
+    return str(spec["cluster_ip"])
+
+
+def _running_pod(installed: Installed, namespace: str, selector: str) -> dict[str, Any] | None:
+    pods = [p.to_dict() for p in installed.core.list_namespaced_pod(namespace, label_selector=selector).items]
+    running = [p for p in pods if p["status"]["phase"] == "Running" and p["status"]["pod_ip"]]
+    return running[0] if running else None
+
+
+def _exec(installed: Installed, target: str, argv: list[str], namespace: str = NAMESPACE) -> str:
+    return installed.kube.kubectl("exec", "-n", namespace, target, "--", *argv)
+
+
+def _pod_log(installed: Installed, name: str, script: str, labels: dict[str, str]) -> str:
+    """A busybox pod in OUTSIDE, run to its end: its log."""
+    installed.core.create_namespaced_pod(OUTSIDE, real_pod(name, script, labels=labels))
+    wait_terminated(installed.core, OUTSIDE, name, timeout=180)
+    log: str = installed.core.read_namespaced_pod_log(name, OUTSIDE)
+    return log
+
+
+DONE, REFUSED = "completed", "refused"
+# Who tries what, and what each policy lets happen.
+EXPECTED = {
+    # Its server is up (exec is no network traffic), so the refusals below are the policies'.
+    "other job itself": {"own": DONE},
+    # The portal's worker and web reach the stores and the web; no second port is reachable.
+    "worker": {
+        "postgres": DONE, "redis": DONE, "web": DONE, "own-second": DONE,
+        "web-second": REFUSED, "other-job": REFUSED,
+    },
+    "web": {
+        "postgres": DONE, "redis": DONE, "own-second": DONE,
+        "worker-second": REFUSED, "other-job": REFUSED,
+    },
+    # A worker's labels in another namespace: the web's port only (the stores take the release's own
+    # namespace's pods); an open pod (control) is reached.
+    "look-alike": {
+        "postgres": REFUSED, "redis": REFUSED, "web": DONE, "web-second": REFUSED,
+        "worker-second": REFUSED, "other-job": REFUSED, "open": DONE,
+    },
+    # A tenant's job reaches nothing at all (it resolves names: checked apart).
+    "tenant job": dict.fromkeys(("postgres", "redis", "web", "web-second", "other-job", "open"), REFUSED),
+}  # fmt: skip
+
+
+def test_every_policy_refuses_and_allows_connections_between_real_pods(
+    installed: Installed, password: str
+) -> None:
+    """Each of the chart's policies (default deny, web, postgresql, redis) and the tenant's (default
+    deny but DNS) with a connection it allows and one it refuses, tried from real pods: a tenant's
+    job, a look-alike of a portal worker in another namespace, the worker and the web themselves."""
+    kube, http = installed.kube, api(installed, password)
+    pods = {component(p): p for p in installed.pods()}
+    postgres = Try("postgres", _cluster_ip(installed, "postgresql"), 5432)
+    redis = Try("redis", _cluster_ip(installed, "redis"), 6379)
+    web = Try("web", _cluster_ip(installed, "web"), 80)
+    web_second = Try("web-second", pods["web"]["status"]["pod_ip"], LISTEN_PORT)
+    worker_second = Try("worker-second", pods["worker"]["status"]["pod_ip"], LISTEN_PORT)
+    own_second = Try("own-second", "127.0.0.1", LISTEN_PORT)
+    for deployment in ("web", "worker"):
+        _exec(installed, f"deploy/{RELEASE}-{deployment}", listener_argv())
+
+    # Another project's job serving on 8080, and an open pod in a namespace no policy selects.
+    other_path = submit(http, "exec httpd -f -p 8080 -h /", project="other-lab")
+    other_selector = f"{UID_LABEL}={http.get(other_path).json()['id']}"
+    kube.kubectl("create", "namespace", OUTSIDE)
+    try:
+        installed.core.create_namespaced_pod(OUTSIDE, _serving("open", {"app": "open"}, "reached"))
+        other = wait(kube, lambda: _running_pod(installed, "gp-other-lab", other_selector), 120, "other job")
+        opened = wait(kube, lambda: _running_pod(installed, OUTSIDE, "app=open"), 60, "the open pod")
+        other_job = Try("other-job", other["status"]["pod_ip"], 8080)
+        open_pod = Try("open", opened["status"]["pod_ip"], 8080)
+        own = shell_script([Try("own", "127.0.0.1", 8080)])
+        worker_tries = [postgres, redis, web, own_second, web_second, other_job]
+        look_alike_tries = [postgres, redis, web, web_second, worker_second, other_job, open_pod]
+        seen = {
+            "other job itself": _exec(
+                installed, other["metadata"]["name"], ["sh", "-c", own], "gp-other-lab"
+            ),
+            "worker": _exec(installed, f"deploy/{RELEASE}-worker", python_argv(worker_tries)),
+            "web": _exec(
+                installed,
+                f"deploy/{RELEASE}-web",
+                python_argv([postgres, redis, own_second, worker_second, other_job]),
+            ),
+            "look-alike": _pod_log(
+                installed, "look-alike", shell_script(look_alike_tries, settle=postgres), LOOK_ALIKE
+            ),
+        }
+        # The tenant's job, through the API as a researcher submits it: the provisioner's policy.
+        lookup = f"{RELEASE}-web.{NAMESPACE}.svc.cluster.local"
+        tenant_tries = [postgres, redis, web, web_second, other_job, open_pod]
+        tenant_path = submit(http, shell_script(tenant_tries, settle=web, lookup=lookup))
+        ended = lambda: http.get(tenant_path).json()["state"] == "succeeded"  # noqa: E731
+        wait(kube, ended, 240, "the tenant's job to end")
+        seen["tenant job"] = http.get(f"{tenant_path}logs/").text
+    finally:
+        http.post(f"{other_path}cancel/")
+        delete_pods(installed.core, OUTSIDE, ["open", "look-alike"])
+        kube.kubectl("delete", "namespace", OUTSIDE, "--wait=false", check=False)
+
+    logs = "\n".join(f"--- {who}\n{log}" for who, log in seen.items())
+    assert {who: outcomes(log) for who, log in seen.items()} == EXPECTED, logs
+    # Default-deny egress lets DNS through: the name resolves to the web Service's address.
+    answer = seen["tenant job"].split("lookup:", 1)[-1]
+    assert web.host in answer.split(lookup, 1)[-1], logs
 
 
 def test_the_web_goes_unready_without_postgres_and_recovers(installed: Installed) -> None:
@@ -366,29 +352,16 @@ def test_the_web_goes_unready_without_postgres_and_recovers(installed: Installed
     assert int(installed.psql("select count(*) from django_migrations")) > 0
 
 
-def api(installed: Installed, password: str) -> httpx.Client:
-    """The REST API as gpuctl calls it, through the web Service's ClusterIP (kube-proxy), with the
-    header the Ingress would add; signed in with a token of the researcher's."""
-    service = installed.core.read_namespaced_service(f"{RELEASE}-web", NAMESPACE).to_dict()
-    headers = {"Host": "localhost", "X-Forwarded-Proto": "https"}
-    http = httpx.Client(base_url=f"http://{service['spec']['cluster_ip']}", headers=headers, timeout=10)
-    body = {"email": EMAIL, "password": password, "name": "upgrade", "scopes": ["read", "submit"], "otp": ""}
-    # Right after the web was away (the Postgres test), kube-proxy may not route to it yet.
-    wait(installed.kube, lambda: _answers(http), 60, "the web Service to answer")
-    token = http.post("/api/v1/auth/token/", json=body)
-    assert token.status_code == 201, token.text
-    http.headers["Authorization"] = f"Bearer {token.json()['secret']}"
-    return http
-
-
-def _answers(http: httpx.Client) -> bool:
-    try:
-        return http.get("/readyz").status_code == 200
-    except httpx.HTTPError:
-        return False
-
-
 def test_an_upgrade_while_a_job_runs_loses_no_job_and_no_request(installed: Installed, password: str) -> None:
+    def web_images() -> set[str]:
+        """The image ids the web pods' containers run (containerd's digest of the configuration)."""
+        running = [p for p in installed.pods() if component(p) == "web" and p["status"]["container_statuses"]]
+        return {p["status"]["container_statuses"][0]["image_id"] for p in running}
+
+    (old_image,) = web_images()
+    # The rebuilt image: a new configuration over the same layers, so a new image id, a new tag.
+    # Loaded before the job starts, so the job is still running when the upgrade begins.
+    rebuilt = load_rebuilt_image(installed.node, "portal", f"rebuilt-{secrets.token_hex(3)}")
     http = api(installed, password)
     path = submit(http, "i=0; while [ $i -lt 45 ]; do echo tick $i; i=$((i+1)); sleep 1; done")
 
@@ -396,12 +369,6 @@ def test_an_upgrade_while_a_job_runs_loses_no_job_and_no_request(installed: Inst
         return str(http.get(path).json()["state"])
 
     wait(installed.kube, lambda: state() == "running", 120, "the job to run")
-
-    # The same image under a new tag, as a rebuild pushed with a new version would arrive.
-    portal = installed.node.ctr("images", "ls", "-q").split()
-    (current,) = (ref for ref in portal if ref.startswith("docker.io/gpu-portal/portal:"))
-    rebuilt = f"{current}-rebuilt"
-    installed.node.ctr("images", "tag", current, rebuilt)
     with Poller(http, path) as poller:
         started = time.monotonic()
         out = installed.kube.helm(
@@ -413,12 +380,12 @@ def test_an_upgrade_while_a_job_runs_loses_no_job_and_no_request(installed: Inst
     print(f"\nhelm upgrade to a rebuilt image, --wait: {seconds:.1f} s; {poller.count} requests during it")
     assert poller.failures == [], poller.failures
 
-    def web_images() -> set[str]:
-        return {p["spec"]["containers"][0]["image"] for p in installed.pods() if component(p) == "web"}
-
-    # The old web pod may still be stopping (its 5 s) when helm returns; containerd names it in full.
-    new = {rebuilt.removeprefix("docker.io/")}
-    wait(installed.kube, lambda: web_images() == new, 60, "only the rebuilt image's web pod")
+    # The old web pod may still be stopping (its 5 s) when helm returns.
+    wait(installed.kube, lambda: len(web_images()) == 1, 60, "only one web image running")
+    (new_image,) = web_images()
+    assert new_image != old_image, "the upgrade left the web on the old image"
+    (web,) = (p for p in installed.pods() if component(p) == "web")
+    assert web["spec"]["containers"][0]["image"] == rebuilt.removeprefix("docker.io/")
 
     wait(installed.kube, lambda: state() == "succeeded", 180, "the job to finish after the upgrade")
     job = http.get(path).json()

@@ -58,9 +58,10 @@ class Hints:
     site_maximum: Callable[[], int] | None = None
     # build_job never reads it: why. The walk test checks that the manifest does not change with it.
     no_manifest: str = ""
-    # Switched on by a site for its tests and demo only: not in the public API schema, and left out
-    # of a request (rerun, template) while it has its default.
-    tests_and_demo: bool = False
+    # Switched on by a site for its tests and demo only (the switch that does): not in the public API
+    # schema, in the form only where the switch is on, and left out of a request (rerun, template)
+    # while it has its default.
+    tests_and_demo: app_settings.SiteSwitch | None = None
     form: FormWidget = "input"
     form_help: str | None = None  # the form's help text (None: the description)
     form_initial: Any = None  # what the empty form shows (None: the default)
@@ -332,8 +333,7 @@ class JobSpec(Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
             extra={
                 HINTS: Hints(
                     invalid=f"Leave it out, or {Placement.REAL_NODE.value!r} (tests and demo only).",
-                    tests_and_demo=True,
-                    form="none",  # the real-node checks ask for it through the API
+                    tests_and_demo="real_node",
                 )
             },
         ),
@@ -343,6 +343,6 @@ class JobSpec(Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
         Meta(
             title="Simulation",
             examples=[{"run_seconds": 30, "exit_code": 1}],
-            extra={HINTS: Hints(tests_and_demo=True, form="fields", form_prefix="sim_")},
+            extra={HINTS: Hints(tests_and_demo="simulation", form="fields", form_prefix="sim_")},
         ),
     ] = None

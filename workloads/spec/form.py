@@ -17,6 +17,7 @@ import msgspec
 from django import forms
 from msgspec import inspect as mi
 
+from workloads.app_settings import SiteSwitch
 from workloads.spec.fields import SPEC_FIELDS, SpecField, fields_of
 from workloads.spec.limits import site_maximum
 
@@ -86,7 +87,9 @@ def _input(field: SpecField, *, optional: bool) -> forms.Field:
         return forms.BooleanField(required=False, **common)
     if isinstance(kind, mi.EnumType):
         choices = getattr(kind.cls, "choices", None) or [(m.value, m.value) for m in kind.cls]
-        return forms.ChoiceField(choices=choices, required=not optional, **common)
+        # A choice whose values include "" has an empty value of its own meaning (Placement.ANY).
+        required = not optional and "" not in (value for value, _ in choices)
+        return forms.ChoiceField(choices=choices, required=required, **common)
     if isinstance(kind, mi.StrType):
         required = field.required and not optional
         return forms.CharField(max_length=kind.max_length, required=required, **common)
@@ -108,12 +111,12 @@ def _fields(field: SpecField) -> dict[str, forms.Field]:
     return {}  # "rows": the form lays them out; "none": the form does not edit it
 
 
-def spec_form_fields(*, simulation: bool) -> dict[str, forms.Field]:
-    """The form's fields of the spec, in the declaration's order; the fields for the site's tests and
-    demo only while job simulation is on."""
+def spec_form_fields(*, switches: frozenset[SiteSwitch]) -> dict[str, forms.Field]:
+    """The form's fields of the spec, in the declaration's order; a field for the site's tests and
+    demo only while its switch is on."""
     out: dict[str, forms.Field] = {}
     for field in SPEC_FIELDS:
-        if simulation or not field.hints.tests_and_demo:
+        if field.hints.tests_and_demo is None or field.hints.tests_and_demo in switches:
             out.update(_fields(field))
     return out
 

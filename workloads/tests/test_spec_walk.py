@@ -10,12 +10,13 @@ and a field no manifest reads says why (and the walk checks that the manifest in
 from __future__ import annotations
 
 import uuid
-from typing import Any
+from typing import Any, get_args
 
 import pytest
 from django.core.exceptions import ValidationError
 from drf_spectacular.generators import SchemaGenerator
 
+from workloads.app_settings import SiteSwitch
 from workloads.forms import SubmitForm, spec_initial
 from workloads.k8s import builders
 from workloads.models import Job, ProjectVolume
@@ -34,6 +35,7 @@ LIMITS = SpecLimits(
 IDS = builders.JobIdentity(
     uid=uuid.UUID(int=1), name="job-1", namespace="gp-alpha", project="alpha", posix_id=100_007
 )
+EVERY_SWITCH: frozenset[SiteSwitch] = frozenset(get_args(SiteSwitch))
 CLAIMS = {"data": ProjectVolume(name="data", claim_name="alpha-data")}
 # Fields whose example shows in the manifest only beside another field's value.
 COMPANIONS: dict[str, dict[str, Any]] = {"gpu_type": {"gpus": 1}}
@@ -57,7 +59,7 @@ def _through_the_form(request: dict[str, Any]) -> dict[str, Any]:
     """The request as the form shows it (a rerun or a template), posted back unchanged."""
     options: dict[str, Any] = {
         "projects": [("alpha", "Alpha")],
-        "simulation": True,
+        "switches": EVERY_SWITCH,
         "volumes": {"alpha": {"data": False}},
     }
     shown = SubmitForm(initial={**spec_initial(request), "project": "alpha"}, **options)
@@ -104,7 +106,7 @@ def test_each_field_reaches_the_schema_the_form_the_parser_the_row_and_the_manif
     assert Job(**Job.spec_columns(spec)).job_spec() == spec, f"{name} is lost by the Job row"
 
     # The form: shown from the stored request, posted back, the same value (unless it is not a form field).
-    shown = SubmitForm(projects=[], simulation=True).fields
+    shown = SubmitForm(projects=[], switches=EVERY_SWITCH).fields
     if field.hints.form == "none":
         assert not _form_names(field) & set(shown), f"{name} is marked as not in the form"
     else:

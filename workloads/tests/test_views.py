@@ -1,6 +1,7 @@
 from __future__ import annotations
 
 import pytest
+from django.test import override_settings
 
 from tests.fixtures.personas import World, session_client
 from workloads.models import Job
@@ -47,6 +48,19 @@ def test_submit_form_creates_the_job_and_redirects(jobs_world: World) -> None:
     assert "workloads/live.js" in detail
     assert "<script>" not in detail  # CSP: no inline scripts
     assert str(job.uid) in client.get("/jobs/").content.decode()
+
+
+def test_the_real_node_placement_is_offered_only_where_the_site_switches_it_on(jobs_world: World) -> None:
+    client = session_client(jobs_world.member)
+    with override_settings(GPUPORTAL_REAL_NODE_PLACEMENT=False):
+        assert 'name="placement"' not in client.get("/jobs/submit/").content.decode()
+    with override_settings(GPUPORTAL_REAL_NODE_PLACEMENT=True):
+        page = client.get("/jobs/submit/").content.decode()
+        assert 'name="placement"' in page
+        # Left empty, the placement is any GPU node: the form still submits.
+        assert client.post("/jobs/submit/", FORM).status_code == 302
+        assert client.post("/jobs/submit/", {**FORM, "placement": "real-node"}).status_code == 302
+    assert [job.placement for job in Job.objects.order_by("id")] == ["", "real-node"]
 
 
 def test_viewer_has_no_project_to_submit_to(jobs_world: World) -> None:
