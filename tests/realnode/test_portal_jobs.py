@@ -61,13 +61,10 @@ def test_a_job_runs_its_command_its_log_ends_with_it_and_exit_3_fails_it(
     assert "step 3" in job.log_tail
 
 
-def test_cancel_kills_the_real_container(
-    portal_on_real_node: RealKubeClient, real_node: RealNode, world: World
-) -> None:
-    # The shell ends on the kubelet's SIGTERM (a bare `sleep` as PID 1 ignores it: 30 s of grace).
-    job = submit_real(world, "echo up; trap 'exit 143' TERM; sleep 600 & wait")
+def _cancel_and_see_it_end(kube: RealKubeClient, world: World, script: str) -> Job:
+    job = submit_real(world, script)
     drive(job, {JobState.RUNNING})
-    pod = wait_for(lambda: _pod(portal_on_real_node, job), 30, "the job's pod")
+    pod = wait_for(lambda: _pod(kube, job), 30, "the job's pod")
     pid = wait_for(lambda: _container_pid(pod["metadata"]["uid"]), 30, "the container's process")
 
     services.job_cancel(actor=world.owner, job=job)
@@ -75,7 +72,23 @@ def test_cancel_kills_the_real_container(
     job.refresh_from_db()
     assert job.state == JobState.CANCELLED
     wait_for(lambda: not Path(f"/proc/{pid}").exists(), 60, f"the container's process {pid} to end")
-    wait_for(lambda: _pod(portal_on_real_node, job) is None, 60, "the pod to go")
+    wait_for(lambda: _pod(kube, job) is None, 60, "the pod to go")
+    return job
+
+
+def test_cancel_kills_the_real_container(
+    portal_on_real_node: RealKubeClient, real_node: RealNode, world: World
+) -> None:
+    # The shell ends on the kubelet's SIGTERM (a bare `sleep` as PID 1 ignores it: 30 s of grace).
+    _cancel_and_see_it_end(portal_on_real_node, world, "echo up; trap 'exit 143' TERM; sleep 600 & wait")
+
+
+def test_a_nul_byte_in_the_log_never_keeps_a_cancelled_container_running(
+    portal_on_real_node: RealKubeClient, real_node: RealNode, world: World
+) -> None:
+    script = "printf 'up\\000nul\\n'; trap 'exit 143' TERM; sleep 600 & wait"
+    job = _cancel_and_see_it_end(portal_on_real_node, world, script)
+    assert job.log_tail.startswith("up\ufffdnul"), repr(job.log_tail)
 
 
 def _drive_to_pod(job: Job) -> None:

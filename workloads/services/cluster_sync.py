@@ -25,6 +25,7 @@ import re
 from datetime import datetime
 from typing import Any
 
+from django.db import DatabaseError, transaction
 from django.db.models import Q
 from django.utils import timezone
 
@@ -216,7 +217,7 @@ def _cancel(r: JobReconciler, *, seen: datetime | None, force: bool = False) -> 
     job = r.owner
     if force or job.deleted_in_cluster_at is None:
         if job.pod_name and not job.log_captured:
-            capture_log(r)
+            _capture_before_delete(r)
         fault_point("before_delete")
         r.delete()
         fault_point("after_delete")
@@ -256,11 +257,24 @@ def capture_log(r: JobReconciler) -> None:
                 log.warning("log of %s not readable yet: %s", job, exc)
                 return
             data = b""
-        text = data.decode(errors="replace")
+        # Postgres text cannot hold NUL, which a program may well print: kept as U+FFFD.
+        text = data.decode(errors="replace").replace("\x00", "\ufffd")
     Job.objects.filter(pk=job.pk).filter(Q(log_captured=False)).update(
         log_tail=text, log_truncated=truncated, log_captured=True
     )
     job.log_captured = True
+
+
+def _capture_before_delete(r: JobReconciler) -> None:
+    """The log, if the database takes it: a log that cannot be kept must never keep a cancelled
+    job running (and holding GPUs the portal counts as free)."""
+    try:
+        with transaction.atomic():
+            capture_log(r)
+    except DatabaseError:
+        log.exception("log of %s could not be kept; deleting the job without it", r.owner)
+        Job.objects.filter(pk=r.owner.pk).update(log_captured=True)
+        r.owner.log_captured = True
 
 
 def orphans_report(*, cluster_jobs: list[dict[str, Any]]) -> list[OrphanReport]:

@@ -114,6 +114,50 @@ def test_cancel_deletes_with_background_propagation(jobs_world: World, fake_kube
     assert job.deleted_in_cluster_at is not None
 
 
+def test_a_nul_in_the_log_is_kept_as_a_replacement_character(jobs_world: World, fake_kube: FakeKube) -> None:
+    job = submit(jobs_world)
+    reconcile_job(job.pk)
+    admission_cycle()
+    reconcile_job(job.pk)
+    add_pod(fake_kube, job, "Running")
+    reconcile_job(job.pk)
+    job.refresh_from_db()
+    fake_kube.logs[paths.pod_log("gp-alpha", job.pod_name)] = b"before\x00after\n"
+    services.job_cancel(actor=jobs_world.owner, job=job)
+    reconcile_job(job.pk)
+    job.refresh_from_db()
+    assert job.log_tail == "before\ufffdafter\n"
+    assert ("DELETE", paths.job("gp-alpha", job.k8s_name)) in fake_kube.calls
+
+
+def test_a_log_the_database_refuses_never_blocks_the_delete(jobs_world: World, fake_kube: FakeKube) -> None:
+    job = submit(jobs_world)
+    reconcile_job(job.pk)
+    admission_cycle()
+    reconcile_job(job.pk)
+    add_pod(fake_kube, job, "Running")
+    reconcile_job(job.pk)
+    job.refresh_from_db()
+    fake_kube.logs[paths.pod_log("gp-alpha", job.pod_name)] = b"some log\n"
+    services.job_cancel(actor=jobs_world.owner, job=job)
+    # Whatever the database refuses in the log (the NUL it once refused, or anything else).
+    with connection.cursor() as cursor:
+        cursor.execute(
+            "create function refuse_log() returns trigger language plpgsql as $$ begin "
+            "if new.log_tail is distinct from old.log_tail then raise exception 'refused'; end if; "
+            "return new; end $$"
+        )
+        cursor.execute(
+            "create trigger refuse_log before update on workloads_job "
+            "for each row execute function refuse_log()"
+        )
+    reconcile_job(job.pk)
+    job.refresh_from_db()
+    assert ("DELETE", paths.job("gp-alpha", job.k8s_name)) in fake_kube.calls
+    assert job.deleted_in_cluster_at is not None
+    assert job.state == JobState.CANCELLED
+
+
 def test_a_repeated_reconcile_creates_one_job(jobs_world: World, fake_kube: FakeKube) -> None:
     job = submit(jobs_world)
     Job.objects.filter(pk=job.pk).update(created_in_cluster_at=None)
