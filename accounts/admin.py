@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import csv
 from typing import Any
 
 # allauth's admins are registered first, so that they can be replaced below
@@ -23,6 +22,7 @@ from django.http import HttpRequest, HttpResponse
 
 from accounts import services
 from accounts.audit import audit_record, snapshot
+from accounts.exports import csv_download
 from accounts.models import (
     ApiToken,
     AuditLog,
@@ -329,13 +329,9 @@ class AuditLogAdmin(admin.ModelAdmin):  # type: ignore[type-arg]
 
     @admin.action(description="Export selected rows as CSV")
     def export_csv(self, request: HttpRequest, queryset: QuerySet[AuditLog]) -> HttpResponse:
-        response = HttpResponse(content_type="text/csv")
-        response["Content-Disposition"] = 'attachment; filename="audit-log.csv"'
-        writer = csv.writer(response)
-        writer.writerow(AUDIT_COLUMNS)
-        for row in queryset.select_related("project").order_by("created_at"):
-            writer.writerow([getattr(row, name) for name in AUDIT_COLUMNS])
-        return response
+        rows = queryset.select_related("project").order_by("created_at")
+        values = ([getattr(row, name) for name in AUDIT_COLUMNS] for row in rows)
+        return csv_download(AUDIT_COLUMNS, values, "audit-log.csv")
 
 
 from accounts import admin_webhooks as admin_webhooks  # noqa: E402 - registers the webhook admins

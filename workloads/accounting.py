@@ -18,8 +18,6 @@ run like its allocated hours. A job's GPU type is the one it asked for, else its
 
 from __future__ import annotations
 
-import csv
-import io
 from collections.abc import Iterable, Mapping
 from datetime import datetime, timedelta
 from statistics import median
@@ -29,6 +27,7 @@ from django.db.models import Q, QuerySet
 from django.http import HttpResponse
 from django.utils import timezone
 
+from accounts.exports import csv_download
 from accounts.models import User
 from gpu import selectors as gpu_selectors
 from workloads import app_settings
@@ -232,11 +231,5 @@ def gpu_hours_rollup(rows: Iterable[dict[str, Any]], *, by: str) -> list[dict[st
 
 def csv_response(rows: list[dict[str, Any]], filename: str) -> HttpResponse:
     """Rows of one shape as a CSV download (the columns are the first row's keys)."""
-    out = io.StringIO()
     fields = list(rows[0]) if rows else ["job", "project", "user", "gpu_hours"]
-    writer = csv.DictWriter(out, fieldnames=fields)
-    writer.writeheader()
-    writer.writerows(rows)
-    response = HttpResponse(out.getvalue(), content_type="text/csv")
-    response["Content-Disposition"] = f'attachment; filename="{filename}"'
-    return response
+    return csv_download(fields, ([row.get(name) for name in fields] for row in rows), filename)

@@ -35,6 +35,21 @@ def test_audit_log_is_read_only_and_exports_csv(world: World) -> None:
     assert AuditLog.objects.filter(pk=entry.pk).exists()
 
 
+def test_the_audit_export_never_hands_a_spreadsheet_a_formula(world: World) -> None:
+    client = session_client(world.admin)
+    entry = AuditLog.objects.create(
+        actor=world.owner, actor_repr='=HYPERLINK("http://evil.example","x")', action="-2+3", object_type="t"
+    )
+    response = client.post(
+        "/admin/accounts/auditlog/", {"action": "export_csv", "_selected_action": [entry.pk]}
+    )
+    text = response.content.decode()
+    assert "'=HYPERLINK(" in text
+    assert ",'-2+3," in text
+    assert ",=" not in text
+    assert not any(line.startswith(("=", "-")) for line in text.splitlines())
+
+
 def test_quota_edit_in_admin_is_audited(world: World) -> None:
     client = session_client(world.admin)
     quota = world.alpha.quota

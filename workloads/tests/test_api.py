@@ -105,6 +105,16 @@ def test_accounting_csv(jobs_world: World) -> None:
     assert client.get("/api/v1/jobs/accounting/?group=planet").status_code == 400
 
 
+def test_accounting_csv_never_hands_a_spreadsheet_a_formula(jobs_world: World) -> None:
+    client = api_client(jobs_world.member)
+    job_id = create(client, gpus=1).json()["id"]
+    now = timezone.now()
+    Job.objects.filter(uid=job_id).update(started_at=now - timedelta(hours=1), finished_at=now)
+    type(jobs_world.member).objects.filter(pk=jobs_world.member.pk).update(email="=1+2@example.com")
+    by_user = client.get("/api/v1/jobs/accounting/?group=user").content.decode()
+    assert by_user.splitlines() == ["user,gpu_hours,used_gpu_hours", "'=1+2@example.com,1.0,0.0"]
+
+
 def test_templates_roundtrip(jobs_world: World) -> None:
     client = api_client(jobs_world.member)
     body = {"project": "alpha", "name": "train", "spec": {"image": IMAGE, "gpus": 1}}
