@@ -32,6 +32,8 @@ JOIN_TOKEN = "@JOIN_TOKEN@"  # noqa: S105 (a marker, not a token)
 CA_CERT_HASH = "@CA_CERT_HASH@"
 CERTIFICATE_KEY = "@CERTIFICATE_KEY@"
 KUBEADM_API = "kubeadm.k8s.io/v1beta4"
+# The token kubeadm init makes lives this long (kubeadm's default: a day); join.yml makes its own.
+BOOTSTRAP_TOKEN_TTL = "30m0s"  # noqa: S105 (a lifetime, not a token)
 CRI_SOCKET = "unix:///run/containerd/containerd.sock"
 
 
@@ -281,6 +283,13 @@ def kubeadm_configs(site: Site) -> dict[str, str]:
     init = {
         "apiVersion": KUBEADM_API,
         "kind": "InitConfiguration",
+        "bootstrapTokens": [
+            {
+                "ttl": BOOTSTRAP_TOKEN_TTL,
+                "usages": ["signing", "authentication"],
+                "groups": ["system:bootstrappers:kubeadm:default-node-token"],
+            }
+        ],
         "localAPIEndpoint": {"advertiseAddress": first["address"], "bindPort": port},
         "nodeRegistration": _node_registration(site, first),
     }

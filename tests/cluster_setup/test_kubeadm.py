@@ -10,7 +10,7 @@ import pytest
 import yaml
 
 from deploy.localcluster import bin_dir
-from tests.cluster_setup.ansible import EXAMPLES, sitefile
+from tests.cluster_setup.ansible import EXAMPLES, PLAYBOOKS, sitefile
 
 SITES = {
     "one-control-plane": EXAMPLES / "lab-1cp-3gpu.yaml",
@@ -83,3 +83,29 @@ def test_kubeadm_validate_rejects_an_unfilled_join_configuration(tmp_path: Path)
     out = validate(path)
     assert out.returncode != 0
     assert "token" in (out.stdout + out.stderr).lower()
+
+
+def test_kubeadm_init_makes_a_token_of_30_minutes_and_ansible_never_prints_it(tmp_path: Path) -> None:
+    init, cluster, _ = yaml.safe_load_all(
+        sitefile.kubeadm_configs(sitefile.load(SITES["one-control-plane"]))["cp1"]
+    )
+    old = tmp_path / "init.yaml"
+    old.write_text(yaml.safe_dump_all([init, cluster]))
+    new = tmp_path / "migrated.yaml"
+    kubeadm = bin_dir() / "kubeadm"
+    argv = [str(kubeadm), "config", "migrate", "--old-config", str(old), "--new-config", str(new)]
+    out = subprocess.run(argv, capture_output=True, text=True, timeout=60, check=False)
+    assert out.returncode == 0, out.stderr
+    # What kubeadm itself makes of the configuration, defaults filled in.
+    (migrated,) = (d for d in yaml.safe_load_all(new.read_text()) if d["kind"] == "InitConfiguration")
+    assert [t["ttl"] for t in migrated["bootstrapTokens"]] == ["30m0s"]
+
+    playbook = yaml.safe_load((PLAYBOOKS / "control-plane.yml").read_text())
+    tasks = {t["name"]: t for play in playbook for t in play["tasks"]}
+    init_task = tasks["Kubeadm init (once)"]
+    assert init_task["no_log"] is True
+    assert "--upload-certs" not in init_task["ansible.builtin.command"]
+    (mode,) = (
+        t for t in tasks.values() if t.get("ansible.builtin.file", {}).get("path", "").endswith("admin.conf")
+    )
+    assert (mode["ansible.builtin.file"]["mode"], mode["delegate_to"]) == ("0600", "localhost")
