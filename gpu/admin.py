@@ -297,14 +297,26 @@ class GpuEventAdmin(AuditedAdmin):
 
 @admin.register(NodeToken)
 class NodeTokenAdmin(AuditedAdmin):
-    list_display = ("node", "name", "prefix", "created_at", "last_used_at", "revoked_at")
+    list_display = ("node", "name", "prefix", "created_at", "expires_at", "last_used_at", "revoked_at")
     list_filter = ("revoked_at",)
     search_fields = ("node__name", "prefix", "name")
-    readonly_fields = ("node", "name", "prefix", "digest", "created_at", "last_used_at", "revoked_at")
-    actions = ("revoke",)
+    readonly_fields = (
+        "node", "name", "prefix", "digest", "created_at", "expires_at", "last_used_at", "revoked_at",
+    )  # fmt: skip
+    actions = ("rotate", "revoke")
 
     def has_add_permission(self, request: HttpRequest) -> bool:
         return False  # created by the node action (or `manage.py node_token`), shown once
+
+    @admin.action(description="Rotate selected tokens (new ones shown once; the old ones end in 24 h)")
+    def rotate(self, request: HttpRequest, queryset: QuerySet[NodeToken]) -> None:
+        for token in queryset.select_related("node").filter(revoked_at__isnull=True):
+            _, secret = services.node_token_rotate(token=token, actor=_actor(request), request=request)
+            self.message_user(
+                request,
+                f"New agent token for {token.node.name} (copy it now, it is not shown again): {secret}",
+                messages.WARNING,
+            )
 
     @admin.action(description="Revoke selected tokens")
     def revoke(self, request: HttpRequest, queryset: QuerySet[NodeToken]) -> None:

@@ -98,3 +98,8 @@ def health_clean_seconds() -> float:
     seconds with no new critical XID or ECC error, at its next clean sample
     (GPUPORTAL_GPU_HEALTH_CLEAN_SECONDS)."""
     return float(settings.GPUPORTAL_GPU_HEALTH_CLEAN_SECONDS)
+
+
+def node_token_days() -> int:
+    """Days a new node agent token works."""
+    return int(settings.GPUPORTAL_NODE_TOKEN_DAYS)

@@ -183,6 +183,7 @@ class NodeToken(models.Model):
     created_at = models.DateTimeField(default=timezone.now, editable=False)
     revoked_at = models.DateTimeField(null=True, blank=True)
     last_used_at = models.DateTimeField(null=True, blank=True)
+    expires_at = models.DateTimeField()
 
     class Meta:
         ordering = ["node__name", "-created_at"]
@@ -191,7 +192,7 @@ class NodeToken(models.Model):
         return f"{self.node.name}: {self.name} ({self.prefix}…)"
 
     def is_usable(self) -> bool:
-        return self.revoked_at is None and not self.node.deleted
+        return self.revoked_at is None and self.expires_at > timezone.now() and not self.node.deleted
 
 
 class GpuSample(models.Model):

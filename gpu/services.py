@@ -9,6 +9,7 @@ API. Desired state changes (cordon, sharing mode, service) are saved here and a
 from __future__ import annotations
 
 from collections.abc import Callable
+from datetime import timedelta
 from typing import Any
 
 from celery import current_app
@@ -20,13 +21,15 @@ from django.utils import timezone
 from accounts import tokens
 from accounts.audit import audit_record, snapshot
 from accounts.models import User
-from gpu import broadcast, cordon
+from gpu import app_settings, broadcast, cordon
 from gpu.choices import GpuEventKind, GpuHealth, SharingMode
 from gpu.models import Gpu, GpuEvent, Node, NodeToken
 from gpu.signals import gpu_failed
 from plugin.names import GPU_COUNT_LABEL, GPU_PRODUCT_LABEL, GPU_RESOURCE
 
 NODE_TOKEN_PREFIX = "gpn_"  # noqa: S105 - a public marker, not a secret
+# How long a rotated token keeps working beside its replacement: time to roll the agents' Secret.
+ROTATION_OVERLAP = timedelta(hours=24)
 MAX_SLICES = 48
 # The workloads app converges nodes; gpu sends its task by name because gpu never imports workloads.
 NODE_TASK = "workloads.reconcile_node"
@@ -284,7 +287,14 @@ def node_token_create(
 ) -> tuple[NodeToken, str]:
     """Returns the token and its secret; only the digest is stored, the secret is shown once."""
     minted = tokens.mint(NODE_TOKEN_PREFIX)
-    token = NodeToken(node=node, name=name.strip() or "agent", prefix=minted.prefix, digest=minted.digest)
+    expires_at = timezone.now() + timedelta(days=app_settings.node_token_days())
+    token = NodeToken(
+        node=node,
+        name=name.strip() or "agent",
+        prefix=minted.prefix,
+        digest=minted.digest,
+        expires_at=expires_at,
+    )
     token.full_clean()
     token.save()
     audit_record(
@@ -295,6 +305,25 @@ def node_token_create(
         request=request,
     )
     return token, minted.secret
+
+
+def node_token_rotate(
+    *, token: NodeToken, actor: User | None = None, request: HttpRequest | None = None
+) -> tuple[NodeToken, str]:
+    """A new token for the same node and name; the old one keeps working for ROTATION_OVERLAP (never
+    longer than it would have), so the agent's secret can be replaced without a gap."""
+    with transaction.atomic():
+        new, secret = node_token_create(node=token.node, name=token.name, actor=actor, request=request)
+        ends = min(token.expires_at, timezone.now() + ROTATION_OVERLAP)
+        NodeToken.objects.filter(pk=token.pk).update(expires_at=ends)
+        audit_record(
+            actor=_actor(actor),
+            action="node_token.rotate",
+            obj=token,
+            after={"expires_at": ends.isoformat(), "replaced_by": new.prefix},
+            request=request,
+        )
+    return new, secret
 
 
 def node_token_authenticate(*, secret: str) -> NodeToken | None:

@@ -2,13 +2,16 @@
 
 from __future__ import annotations
 
+from datetime import timedelta
 from typing import Any
 from unittest import mock
 
 import pytest
 from django.test import Client, override_settings
+from django.utils import timezone
 
 from accounts.models import AuditLog
+from gpu import services
 from gpu.choices import SharingMode
 from gpu.models import Gpu, Node, NodeToken
 from gpu.tests.factories import make_gpus, make_node
@@ -86,6 +89,33 @@ def test_admin_creates_an_agent_token_once(world: World, node: Node) -> None:
     token = NodeToken.objects.get(node=node)
     assert token.digest
     assert "gpn_" not in token.digest
+
+
+def test_a_new_agent_token_never_travels_in_a_cookie(world: World, node: Node) -> None:
+    client = session_client(world.admin)
+    response = _action(client, "node", "create_agent_token", [node.pk])
+    assert "messages" not in response.cookies  # Django's default keeps messages in a cookie
+    page = client.get(response["Location"]).content.decode()
+    assert "gpn_" in page  # shown once, from the session
+
+
+def test_agent_tokens_expire_and_a_rotation_overlaps_for_a_day(world: World, node: Node) -> None:
+    with override_settings(GPUPORTAL_NODE_TOKEN_DAYS=30):
+        old, old_secret = services.node_token_create(node=node)
+    assert timedelta(days=29) < old.expires_at - timezone.now() <= timedelta(days=30)
+    assert services.node_token_authenticate(secret=old_secret) == old
+
+    response = _action(session_client(world.admin), "nodetoken", "rotate", [old.pk])
+    assert response.status_code == 302
+    new = NodeToken.objects.exclude(pk=old.pk).get(node=node)
+    old.refresh_from_db()
+    assert timedelta(hours=23) < old.expires_at - timezone.now() <= timedelta(hours=24)
+    assert new.name == old.name
+    assert "node_token.rotate" in set(AuditLog.objects.values_list("action", flat=True))
+    assert services.node_token_authenticate(secret=old_secret) == old  # still, for the overlap
+
+    NodeToken.objects.filter(pk=old.pk).update(expires_at=timezone.now() - timedelta(seconds=1))
+    assert services.node_token_authenticate(secret=old_secret) is None
 
 
 def test_metrics_need_a_token_or_staff(world: World, node: Node) -> None:

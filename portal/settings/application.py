@@ -30,6 +30,9 @@ INSTALLED_APPS = [
     "portal",
 ]
 
+# Messages live in the session, never in a cookie: the admin shows a new node token's secret in one.
+MESSAGE_STORAGE = "django.contrib.messages.storage.session.SessionStorage"
+
 MIDDLEWARE = [
     "portal.probes.ProbeMiddleware",  # first: probes skip the host check and the HTTPS redirect
     "django.middleware.security.SecurityMiddleware",

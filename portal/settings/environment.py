@@ -355,6 +355,11 @@ GPUPORTAL_AGENT_REVIEW_CACHE_S = cluster.read(
     60,
     "seconds a positive TokenReview is reused in one web process (never past the token's expiry)",
 )
+GPUPORTAL_NODE_TOKEN_DAYS = cluster.read(
+    "GPUPORTAL_NODE_TOKEN_DAYS",
+    90,
+    "days a node agent's token works (rotate it in the admin before then: Node tokens, Rotate)",
+)
 GPUPORTAL_JOB_SIMULATION = cluster.read(
     "GPUPORTAL_JOB_SIMULATION",
     False,
