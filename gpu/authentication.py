@@ -15,6 +15,7 @@ from drf_spectacular.plumbing import build_bearer_security_scheme_object
 from rest_framework import authentication, exceptions, permissions, status
 from rest_framework.request import Request
 
+from accounts.audit import client_ip
 from gpu import identity
 from gpu.identity import AgentIdentity
 from gpu.models import Node, NodeToken
@@ -77,9 +78,11 @@ class ServiceAccountAuthentication(authentication.BaseAuthentication):
         if secret is None or secret.startswith(NODE_TOKEN_PREFIX):
             return None
         try:
-            who = identity.agent_identify(secret)
+            who = identity.agent_identify(secret, address=client_ip(request))
         except identity.AgentTokenRefused as exc:
             raise exceptions.AuthenticationFailed(str(exc)) from None
+        except identity.AgentReviewsThrottled as exc:
+            raise exceptions.Throttled(wait=exc.wait, detail=str(exc)) from None
         except identity.AgentReviewUnavailable as exc:
             raise ReviewUnavailable(str(exc)) from None
         node = identity.agent_node(who)

@@ -7,6 +7,9 @@ module accepts it only when it is authenticated for our audience, belongs to one
 agent ServiceAccounts, and names the node its pod runs on (the pod-bound token's node claim,
 Kubernetes >= 1.30). Agents post about once a second, so a positive verdict is kept in this process
 for at most `agent_review_cache_s()` and never past the token's `exp`, keyed by the token's SHA-256.
+A refused token is remembered for REFUSAL_CACHE_S, and an address whose tokens were refused
+REFUSALS_PER_MINUTE times in a minute gets no review until the minute ends: each review is a call to
+the API server, which a stream of made-up tokens must not turn into load there.
 """
 
 from __future__ import annotations
@@ -19,7 +22,7 @@ import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Generic, TypeVar
 
 import orjson
 from django.utils.module_loading import import_string
@@ -30,7 +33,10 @@ from gpu.selectors import node_list
 
 NODE_NAME_EXTRA = "authentication.kubernetes.io/node-name"
 CACHE_MAX = 4096
+REFUSAL_CACHE_S = 30.0
+REFUSALS_PER_MINUTE = 30
 Reviewer = Callable[[str, str], dict[str, Any]]
+V = TypeVar("V")
 
 
 class AgentTokenRefused(Exception):
@@ -39,6 +45,14 @@ class AgentTokenRefused(Exception):
 
 class AgentReviewUnavailable(Exception):
     """No verdict could be had from Kubernetes (answered 503: the token may well be fine)."""
+
+
+class AgentReviewsThrottled(Exception):
+    """Too many refused tokens from this address this minute (answered 429, no review asked)."""
+
+    def __init__(self, message: str, wait: float) -> None:
+        super().__init__(message)
+        self.wait = wait
 
 
 @dataclass(frozen=True)
@@ -84,15 +98,15 @@ def judge(status: dict[str, Any], *, audience: str, accounts: frozenset[str]) ->
     return AgentIdentity(username=username, node=nodes[0], audiences=audiences)
 
 
-class ReviewCache:
-    """Positive verdicts by token digest, each until its own deadline (monotonic); bounded in size."""
+class ReviewCache(Generic[V]):
+    """Verdicts by token digest, each until its own deadline (monotonic); bounded in size."""
 
     def __init__(self, max_entries: int = CACHE_MAX) -> None:
         self.max_entries = max_entries
-        self._entries: dict[str, tuple[float, AgentIdentity]] = {}
+        self._entries: dict[str, tuple[float, V]] = {}
         self._lock = threading.Lock()
 
-    def get(self, key: str, now: float) -> AgentIdentity | None:
+    def get(self, key: str, now: float) -> V | None:
         with self._lock:
             entry = self._entries.get(key)
             if entry is not None and entry[0] <= now:
@@ -100,7 +114,7 @@ class ReviewCache:
                 return None
             return entry[1] if entry else None
 
-    def put(self, key: str, identity: AgentIdentity, until: float, now: float) -> None:
+    def put(self, key: str, identity: V, until: float, now: float) -> None:
         with self._lock:
             if len(self._entries) >= self.max_entries:
                 self._entries = {k: e for k, e in self._entries.items() if e[0] > now}
@@ -117,7 +131,46 @@ class ReviewCache:
             return len(self._entries)
 
 
-_cache = ReviewCache()
+class RefusalCounter:
+    """Refused tokens per client address in fixed one-minute windows (monotonic); bounded in size."""
+
+    def __init__(self, max_entries: int = CACHE_MAX) -> None:
+        self.max_entries = max_entries
+        self._windows: dict[str, tuple[float, int]] = {}
+        self._lock = threading.Lock()
+
+    def wait(self, address: str, now: float) -> float:
+        """Seconds until this address may be reviewed again (0: now)."""
+        with self._lock:
+            start, count = self._windows.get(address, (now, 0))
+            return start + 60 - now if count >= REFUSALS_PER_MINUTE and now < start + 60 else 0.0
+
+    def add(self, address: str, now: float) -> None:
+        with self._lock:
+            start, count = self._windows.get(address, (now, 0))
+            if now >= start + 60:
+                start, count = now, 0
+            if address not in self._windows and len(self._windows) >= self.max_entries:
+                self._windows = {a: w for a, w in self._windows.items() if now < w[0] + 60}
+                while len(self._windows) >= self.max_entries:
+                    del self._windows[next(iter(self._windows))]
+            self._windows[address] = (start, count + 1)
+
+    def clear(self) -> None:
+        with self._lock:
+            self._windows.clear()
+
+
+_cache: ReviewCache[AgentIdentity] = ReviewCache()
+_refused: ReviewCache[str] = ReviewCache()
+_refusals = RefusalCounter()
+
+
+def forget_verdicts() -> None:
+    """Drop every remembered verdict and count (settings changed; tests)."""
+    _cache.clear()
+    _refused.clear()
+    _refusals.clear()
 
 
 def token_key(token: str) -> str:
@@ -144,8 +197,11 @@ def _still_allowed(identity: AgentIdentity, *, audience: str, accounts: frozense
     return identity.username in accounts and audience in identity.audiences
 
 
-def agent_identify(token: str, *, cache: ReviewCache | None = None) -> AgentIdentity:
-    """Who sent this ServiceAccount token: reviewed by Kubernetes, or a recent verdict on it."""
+def agent_identify(
+    token: str, *, address: str | None = None, cache: ReviewCache[AgentIdentity] | None = None
+) -> AgentIdentity:
+    """Who sent this ServiceAccount token (from `address`): reviewed by Kubernetes, or a recent
+    verdict on it."""
     cache = cache or _cache
     accounts, audience = app_settings.agent_service_accounts(), app_settings.agent_token_audience()
     if not accounts:
@@ -156,7 +212,21 @@ def agent_identify(token: str, *, cache: ReviewCache | None = None) -> AgentIden
     identity = cache.get(key, now)
     if identity is not None and _still_allowed(identity, audience=audience, accounts=accounts):
         return identity
-    identity = judge(_review(token, audience), audience=audience, accounts=accounts)
+    refused = _refused.get(key, now)
+    if refused is not None:
+        raise AgentTokenRefused(refused)
+    wait = _refusals.wait(address, now) if address else 0.0
+    if wait > 0:
+        raise AgentReviewsThrottled(
+            f"Too many refused tokens from {address}; try again in {math.ceil(wait)} s.", wait
+        )
+    try:
+        identity = judge(_review(token, audience), audience=audience, accounts=accounts)
+    except AgentTokenRefused as exc:
+        _refused.put(key, str(exc), now + REFUSAL_CACHE_S, now)
+        if address:
+            _refusals.add(address, now)
+        raise
     ttl = cache_seconds(token, time.time())
     if ttl > 0:
         cache.put(key, identity, now + ttl, now)

@@ -55,7 +55,7 @@ def status(
 def _reviewer() -> Iterator[None]:
     VERDICTS.clear()
     ASKED.clear()
-    identity._cache.clear()
+    identity.forget_verdicts()
     with override_settings(
         GPUPORTAL_AGENT_TOKEN_REVIEWER="gpu.tests.test_identity.fake_review",
         GPUPORTAL_AGENT_SERVICE_ACCOUNTS=["gpu-portal-system:gpu-agent"],
@@ -63,7 +63,7 @@ def _reviewer() -> Iterator[None]:
         GPUPORTAL_AGENT_REVIEW_CACHE_S=60,
     ):
         yield
-    identity._cache.clear()
+    identity.forget_verdicts()
 
 
 def test_a_pod_bound_review_names_the_agent_and_its_node() -> None:
@@ -118,7 +118,7 @@ def test_an_already_expired_token_is_not_cached_and_reviewed_each_time() -> None
 
 
 def test_an_entry_is_dropped_at_its_deadline() -> None:
-    cache, who = ReviewCache(), AgentIdentity(SA, "n", ("gpu-portal",))
+    cache, who = ReviewCache[AgentIdentity](), AgentIdentity(SA, "n", ("gpu-portal",))
     cache.put("k", who, until=100.0, now=40.0)
     assert cache.get("k", now=99.9) == who
     assert cache.get("k", now=100.0) is None
@@ -126,7 +126,7 @@ def test_an_entry_is_dropped_at_its_deadline() -> None:
 
 
 def test_the_cache_is_bounded_and_drops_the_oldest() -> None:
-    cache, who = ReviewCache(max_entries=3), AgentIdentity(SA, "n", ("gpu-portal",))
+    cache, who = ReviewCache[AgentIdentity](max_entries=3), AgentIdentity(SA, "n", ("gpu-portal",))
     for i in range(5):
         cache.put(f"k{i}", who, until=1000.0, now=0.0)
     assert len(cache) == 3
@@ -134,12 +134,43 @@ def test_the_cache_is_bounded_and_drops_the_oldest() -> None:
     assert cache.get("k4", 1.0) == who
 
 
-def test_refused_reviews_are_not_cached() -> None:
-    token = jwt(time.time() + 3600)
-    for _ in range(2):
-        with pytest.raises(AgentTokenRefused):
+class Clock:
+    """identity's monotonic clock, moved by hand."""
+
+    def __init__(self, monkeypatch: pytest.MonkeyPatch) -> None:
+        self.now = time.monotonic()
+        monkeypatch.setattr(time, "monotonic", lambda: self.now)
+
+
+def test_a_refused_token_is_remembered_for_30_seconds(monkeypatch: pytest.MonkeyPatch) -> None:
+    clock, token = Clock(monkeypatch), jwt(time.time() + 3600)
+    for _ in range(3):
+        with pytest.raises(AgentTokenRefused, match="did not accept"):
             identity.agent_identify(token)
+    assert len(ASKED) == 1
+    clock.now += identity.REFUSAL_CACHE_S + 1
+    with pytest.raises(AgentTokenRefused):
+        identity.agent_identify(token)
     assert len(ASKED) == 2
+
+
+def test_an_address_with_30_refusals_in_a_minute_gets_no_review_until_it_ends(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    clock = Clock(monkeypatch)
+    for i in range(identity.REFUSALS_PER_MINUTE):
+        with pytest.raises(AgentTokenRefused):
+            identity.agent_identify(jwt(tag=f"guess-{i}"), address="198.51.100.7")
+    good = jwt(time.time() + 3600, tag="good")
+    VERDICTS[good] = status()
+    with pytest.raises(identity.AgentReviewsThrottled, match="Too many refused tokens"):
+        identity.agent_identify(good, address="198.51.100.7")
+    assert len(ASKED) == identity.REFUSALS_PER_MINUTE  # the throttled one was never reviewed
+    assert identity.agent_identify(good, address="198.51.100.8").node == "gpu-node-0"  # others are not held
+    clock.now += 61  # the minute ended: a token not seen before is reviewed again
+    fresh = jwt(time.time() + 3600, tag="fresh")
+    VERDICTS[fresh] = status()
+    assert identity.agent_identify(fresh, address="198.51.100.7").node == "gpu-node-0"
 
 
 def test_a_cached_identity_is_rechecked_against_the_current_settings() -> None:
@@ -219,3 +250,16 @@ def test_node_tokens_keep_working_next_to_service_accounts() -> None:
     assert post(node_token(node), batch(node.name, series("GPU-nt-0", 2))).status_code == 200
     assert post("gpn_nothing_real", batch(node.name, series("GPU-nt-0", 1))).status_code == 401
     assert ASKED == []  # node tokens are recognised without Kubernetes
+
+
+@pytest.mark.django_db(transaction=True)
+def test_the_endpoint_answers_429_to_an_address_guessing_tokens() -> None:
+    make_node("gpu-node-0")
+    body = batch("gpu-node-0", series("GPU-sa-0", 1))
+    codes = [post(jwt(tag=f"guess-{i}"), body).status_code for i in range(identity.REFUSALS_PER_MINUTE + 1)]
+    assert codes == [401] * identity.REFUSALS_PER_MINUTE + [429]
+    throttled = post(jwt(tag="one-more"), body)
+    assert throttled.status_code == 429
+    assert "Too many refused tokens" in throttled.json()["error"]["message"]
+    assert int(throttled["Retry-After"]) > 0
+    assert len(ASKED) == identity.REFUSALS_PER_MINUTE

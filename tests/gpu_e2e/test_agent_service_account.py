@@ -62,12 +62,12 @@ def namespace(k8s_cluster: ClusterHandle, k8s_namespace: str, kube: RealKubeClie
         GPUPORTAL_AGENT_TOKEN_REVIEWER="workloads.k8s.tokenreview.review_token",
     ):
         set_client(None)  # the next get_client() reads GPUPORTAL_KUBECONFIG
-        identity._cache.clear()
+        identity.forget_verdicts()
         try:
             yield k8s_namespace
         finally:
             set_client(None)
-            identity._cache.clear()
+            identity.forget_verdicts()
 
 
 @pytest.fixture
