@@ -11,6 +11,7 @@ from django.core.asgi import get_asgi_application
 
 django_asgi = get_asgi_application()
 
+from portal.body_limit import BodyLimit  # noqa: E402
 from portal.gcfreeze import freeze_startup_objects  # noqa: E402
 from portal.routing import websocket_urlpatterns  # noqa: E402
 
@@ -18,7 +19,7 @@ freeze_startup_objects()  # a full collection stops every request in flight
 
 application = ProtocolTypeRouter(
     {
-        "http": django_asgi,
+        "http": BodyLimit(django_asgi),
         "websocket": AllowedHostsOriginValidator(AuthMiddlewareStack(URLRouter(websocket_urlpatterns))),
     }
 )

@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 import re
 import secrets
+import select
 import socket
 import subprocess
 import time
@@ -118,6 +119,42 @@ def test_portal_serves_the_collected_static_files(uvicorn: tuple[str, subprocess
     status, body = _get(base + "/static/vendor/htmx/htmx.min.js", headers)
     assert status == 200
     assert b"htmx" in body
+
+
+def _post_until_answered(base: str, path: str, head: list[str], chunks: Iterator[bytes]) -> tuple[bytes, int]:
+    """POST by hand: the headers, then each chunk while the server has not answered; the answer and
+    the body bytes sent before it came."""
+    host, port = base.removeprefix("http://").split(":")
+    lines = [f"POST {path} HTTP/1.1", "Host: portal.example.org", "X-Forwarded-Proto: https", *head]
+    with socket.create_connection((host, int(port)), timeout=10) as sock:
+        sock.sendall(("\r\n".join(lines) + "\r\n\r\n").encode())
+        sent = 0
+        for chunk in chunks:
+            if select.select([sock], [], [], 0.05)[0]:
+                break
+            sock.sendall(chunk)
+            sent += len(chunk)
+        return sock.recv(65536), sent
+
+
+def test_portal_refuses_a_body_over_the_limit_before_reading_it(
+    uvicorn: tuple[str, subprocess.Popen[str]],
+) -> None:
+    """Under the chart's server, with no ingress in front: 413 as the bytes pass 2.5 MiB, declared or
+    not, rather than a file of any size in the pod's /tmp."""
+    base, _ = uvicorn
+    size = 64 * 1024 * 1024
+    # Declared: answered before any of the body is sent (a server that waited for it would time out).
+    declared, _ = _post_until_answered(base, "/api/v1/auth/token/", [f"Content-Length: {size}"], iter([]))
+    assert declared.startswith(b"HTTP/1.1 413"), declared[:200]
+    # Chunked: 64 MiB offered, refused once 2.5 MiB have come.
+    chunk = b"10000\r\n" + b" " * 65536 + b"\r\n"
+    chunked, before = _post_until_answered(
+        base, "/api/v1/auth/token/", ["Transfer-Encoding: chunked"], iter([chunk] * (size // 65536))
+    )
+    assert chunked.startswith(b"HTTP/1.1 413"), chunked[:200]
+    assert b"larger than 2621440 bytes" in chunked
+    assert before < 8 * 1024 * 1024
 
 
 def test_portal_passes_check_deploy_with_production_settings(portal: oci.Bundle) -> None:
