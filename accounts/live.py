@@ -3,7 +3,10 @@
 Every websocket of a user also joins that user's group; deactivation, a membership removed or
 changed, and logout send `session.revoked` there (after commit), and each consumer closes itself.
 The browser reconnects and is authorised again with what the user may see now. The consumers also
-re-check the account on their own (see `still_active`), so a lost message cannot keep a stream open.
+re-read the user's access on their own (`current_access`: the account, the session the socket came
+with, memberships and roles) and close when it differs from what they connected with, so a lost
+message, or a change that sends none (a queryset update, a session row deleted), cannot keep a
+stream open.
 """
 
 from __future__ import annotations
@@ -12,6 +15,8 @@ import asyncio
 import logging
 import time
 from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+from importlib import import_module
 from typing import Any, ClassVar
 
 from asgiref.sync import async_to_sync
@@ -19,8 +24,10 @@ from channels.consumer import get_handler_name
 from channels.db import database_sync_to_async
 from channels.generic.websocket import AsyncJsonWebsocketConsumer
 from channels.layers import get_channel_layer
+from django.conf import settings
+from django.contrib.auth import SESSION_KEY
 
-from accounts.models import User
+from accounts.models import Membership, User
 
 log = logging.getLogger(__name__)
 RECHECK_S = 30.0  # a consumer re-reads the account at least this often while it sends anything
@@ -42,13 +49,33 @@ def streams_close(user_id: int) -> None:
         log.warning("could not close the live streams of user %s", user_id, exc_info=True)
 
 
-def still_active(user_id: int) -> bool:
-    return User.objects.filter(pk=user_id, is_active=True).exists()
+@dataclass(frozen=True)
+class Access:
+    """What a user's stream may show: staff or not, and (project id, role) of each membership."""
+
+    staff: bool
+    memberships: frozenset[tuple[int, str]]
+
+
+def current_access(user_id: int, session_key: str | None) -> Access | None:
+    """The user's access now, through this session; None when there is none (the account inactive,
+    the session signed out, expired or deleted, or now another user's)."""
+    user = User.objects.filter(pk=user_id, is_active=True).values("is_staff").first()
+    if user is None:
+        return None
+    if session_key is not None:
+        # load() reads the session as a request would: {} when it is gone or expired.
+        session = import_module(settings.SESSION_ENGINE).SessionStore(session_key).load()
+        if session.get(SESSION_KEY) != str(user_id):
+            return None
+    rows = Membership.objects.filter(user_id=user_id).values_list("project_id", "role")
+    return Access(staff=bool(user["is_staff"]), memberships=frozenset(rows))
 
 
 class Recheck:
-    """A live consumer's own re-read of its user's account, at most every RECHECK_S, so that a lost
-    revocation message cannot keep a stream open.
+    """A live consumer's own re-read of its user's access, at most every RECHECK_S, so that a lost
+    revocation message cannot keep a stream open: any difference from the access it connected with
+    closes the stream.
 
     The re-read runs beside the stream: the message at hand is sent, not held until the read
     returns (measured at 1,000 sockets, frames held for their socket's re-read set the live
@@ -58,8 +85,15 @@ class Recheck:
     page reconnects, and connecting authorises again.
     """
 
-    def __init__(self, user_id: int, on_gone: Callable[[], Awaitable[None]]) -> None:
-        self.user_id, self.on_gone = user_id, on_gone
+    def __init__(
+        self, user_id: int, session_key: str | None, connected: Access, on_gone: Callable[[], Awaitable[None]]
+    ) -> None:
+        self.user_id, self.session_key, self.connected, self.on_gone = (
+            user_id,
+            session_key,
+            connected,
+            on_gone,
+        )
         self.checked = time.monotonic()
         self.found_gone = False
         self._reading: asyncio.Task[None] | None = None
@@ -79,8 +113,10 @@ class Recheck:
     async def _read(self) -> None:
         try:
             # Off the event loop and not thread-sensitive, as the consumers' other reads.
-            read = database_sync_to_async(still_active, thread_sensitive=False)(self.user_id)
-            active = await asyncio.wait_for(read, READ_TIMEOUT_S)
+            read = database_sync_to_async(current_access, thread_sensitive=False)(
+                self.user_id, self.session_key
+            )
+            active = await asyncio.wait_for(read, READ_TIMEOUT_S) == self.connected
         except Exception:  # no answer: fail closed rather than stream on unchecked
             log.warning("could not re-read the account of user %s; closing", self.user_id, exc_info=True)
             active = False
@@ -108,6 +144,16 @@ class LiveConsumer(AsyncJsonWebsocketConsumer):
 
     async def close_unauthorised(self) -> None:
         await self.close(code=self.close_code)
+
+    async def start_recheck(self, user: User) -> Recheck | None:
+        """The re-check of this socket's access, from the access it connects with (None: it has
+        none, refuse the socket)."""
+        session = self.scope.get("session")
+        session_key = getattr(session, "session_key", None)
+        connected = await database_sync_to_async(current_access, thread_sensitive=False)(user.pk, session_key)
+        if connected is None:
+            return None
+        return Recheck(user.pk, session_key, connected, on_gone=self.close_unauthorised)
 
     async def dispatch(self, message: dict[str, Any]) -> None:
         handler = getattr(self, get_handler_name(message), None)

@@ -16,7 +16,7 @@ from typing import Any, ClassVar
 
 from channels.db import database_sync_to_async
 
-from accounts.live import LiveConsumer, Recheck, user_group
+from accounts.live import LiveConsumer, user_group
 from accounts.models import User
 from gpu import broadcast, metrics, selectors
 from gpu.messages import GpuFrame, GroupMessage, NodeStateMessage, SamplesMessage
@@ -37,7 +37,11 @@ class LiveGpuConsumer(LiveConsumer):
         if not isinstance(user, User) or not user.is_authenticated or not user.is_active:
             await self.close(code=CLOSE_UNAUTHORISED)
             return
-        self.user = user
+        recheck = await self.start_recheck(user)
+        if recheck is None:
+            await self.close(code=CLOSE_UNAUTHORISED)
+            return
+        self.user, self.recheck = user, recheck
         self.namespaces = await database_sync_to_async(selectors.user_namespaces, thread_sensitive=False)(
             user=user
         )
@@ -46,7 +50,6 @@ class LiveGpuConsumer(LiveConsumer):
             await self.close(code=CLOSE_UNAUTHORISED)
             return
         self.group = group
-        self.recheck = Recheck(user.pk, on_gone=self.close_unauthorised)
         await self.channel_layer.group_add(self.group, self.channel_name)
         await self.channel_layer.group_add(user_group(user.pk), self.channel_name)
         await self.accept()

@@ -14,7 +14,7 @@ from typing import Any
 
 from channels.db import database_sync_to_async
 
-from accounts.live import LiveConsumer, Recheck, user_group
+from accounts.live import LiveConsumer, user_group
 from accounts.models import User
 from accounts.selectors import project_list
 from workloads.messages import JobStateMessage, job_group
@@ -34,7 +34,11 @@ class JobsConsumer(LiveConsumer):
         if not isinstance(user, User) or not user.is_active:
             await self.close(code=4401)
             return
-        self.recheck = Recheck(user.pk, on_gone=self.close_unauthorised)
+        recheck = await self.start_recheck(user)
+        if recheck is None:
+            await self.close(code=4401)
+            return
+        self.recheck = recheck
         self.groups_joined = await database_sync_to_async(_groups, thread_sensitive=False)(user)
         for group in self.groups_joined:
             await self.channel_layer.group_add(group, self.channel_name)

@@ -12,6 +12,7 @@ from typing import Any
 
 import pytest
 from asgiref.sync import sync_to_async
+from django.contrib.sessions.models import Session
 from django.test import Client
 
 from accounts.models import Membership, User
@@ -109,12 +110,26 @@ def _traffic_for(path: str, world: World) -> Callable[[], None]:
     return lambda: broadcast.samples_published(node=node.name, frames=[frame])
 
 
+def _sessions_deleted(user: User) -> None:
+    Session.objects.all().delete()  # an operator clearing sessions (clearsessions, the database)
+
+
+# Changes that send no signal, so no close message: only the consumers' own re-check sees them.
+QUIET_CHANGES: dict[str, Callable[[User], Any]] = {
+    "deactivated": lambda user: User.objects.filter(pk=user.pk).update(is_active=False),
+    "removed": lambda user: Membership.objects.filter(user=user)._raw_delete(Membership.objects.db),
+    "demoted": lambda user: Membership.objects.filter(user=user).update(role="viewer"),
+    "session deleted": _sessions_deleted,
+}
+
+
 @pytest.mark.parametrize("path", ["/ws/jobs/", "/ws/cluster/"])
+@pytest.mark.parametrize("change", sorted(QUIET_CHANGES))
 async def test_a_lost_revocation_message_still_ends_the_stream(
-    world: World, path: str, monkeypatch: pytest.MonkeyPatch
+    world: World, path: str, change: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """No signal (a queryset update), so no close message: the consumer's own re-check of the account,
-    due every RECHECK_S (30 s; 0 here) while it sends, closes the socket at the next frame."""
+    """No signal, so no close message: the consumer's own re-check of the user's access, due every
+    RECHECK_S (30 s; 0 here) while it sends, closes the socket at the next frame."""
     import accounts.live
 
     traffic = await sync_to_async(_traffic_for)(path, world)
@@ -123,7 +138,7 @@ async def test_a_lost_revocation_message_still_ends_the_stream(
     while not await communicator.receive_nothing(timeout=1.0):  # the snapshot, sent before the change
         await communicator.receive_output()
     monkeypatch.setattr(accounts.live, "RECHECK_S", 0.0)
-    await sync_to_async(User.objects.filter(pk=world.member.pk).update)(is_active=False)
+    await sync_to_async(QUIET_CHANGES[change])(world.member)
     assert await communicator.receive_nothing(timeout=1.0), "closed without a frame: not the re-check path"
     await sync_to_async(traffic)()
     assert await _closes(communicator)
@@ -145,12 +160,12 @@ async def test_the_re_check_does_not_hold_the_frame_and_still_closes(
         await communicator.receive_output()
     reading, answer = threading.Event(), threading.Event()
 
-    def slow_read(user_id: int) -> bool:
+    def slow_read(user_id: int, session_key: str | None) -> None:
         reading.set()
         answer.wait(30)
-        return False
+        return None
 
-    monkeypatch.setattr(accounts.live, "still_active", slow_read)
+    monkeypatch.setattr(accounts.live, "current_access", slow_read)
     monkeypatch.setattr(accounts.live, "RECHECK_S", 0.0)
     await sync_to_async(traffic)()
     frame = await communicator.receive_output(timeout=10)
@@ -194,10 +209,10 @@ async def test_a_re_check_that_fails_closes_the_stream(
     while not await communicator.receive_nothing(timeout=1.0):
         await communicator.receive_output()
 
-    def unreadable(user_id: int) -> bool:
+    def unreadable(user_id: int, session_key: str | None) -> None:
         raise OSError("the database is away")
 
-    monkeypatch.setattr(accounts.live, "still_active", unreadable)
+    monkeypatch.setattr(accounts.live, "current_access", unreadable)
     monkeypatch.setattr(accounts.live, "RECHECK_S", 0.0)
     await sync_to_async(traffic)()
     assert await _closes(communicator)
