@@ -3,8 +3,11 @@
 The body is JSON; `X-GPU-Portal-Signature: sha256=<hex>` is HMAC-SHA256 of `<timestamp>.<body>`
 under the hook's secret, with the timestamp in `X-GPU-Portal-Timestamp` (a receiver refuses old
 ones, so a captured delivery cannot be replayed later). A URL that resolves to a private, loopback
-or link-local address is refused when set and again when sent: the portal's network position must
-not let a tenant reach the cluster's internal services (SSRF).
+or link-local address (also written inside an IPv6 one: mapped, 6to4, Teredo, NAT64) is refused when
+set and again when sent: the portal's network position must not let a tenant reach the cluster's
+internal services (SSRF). A delivery looks the name up once and connects to the address it checked
+(the name still in Host, SNI and the certificate check), so a name that answers differently the
+second time (DNS rebinding) cannot send it inside.
 """
 
 from __future__ import annotations
@@ -18,7 +21,7 @@ import secrets
 import socket
 import time
 from typing import Any
-from urllib.parse import urlsplit
+from urllib.parse import SplitResult, urlsplit
 
 import httpx
 from celery import current_app
@@ -48,20 +51,67 @@ def _allow_private() -> bool:
     return bool(settings.GPUPORTAL_WEBHOOK_ALLOW_PRIVATE)
 
 
-def check_url(url: str) -> None:
-    """Refuse what must never be called: other schemes, and hosts that resolve inside."""
+NAT64 = ipaddress.ip_network("64:ff9b::/96")
+
+
+def _embedded_ipv4(ip: ipaddress.IPv6Address) -> ipaddress.IPv4Address | None:
+    """The IPv4 address an IPv6 one carries (mapped, 6to4, Teredo's client, NAT64), if any."""
+    if ip.ipv4_mapped is not None:
+        return ip.ipv4_mapped
+    if ip.sixtofour is not None:
+        return ip.sixtofour
+    if ip.teredo is not None:
+        return ip.teredo[1]
+    if ip in NAT64:
+        return ipaddress.IPv4Address(int(ip) & 0xFFFFFFFF)
+    return None
+
+
+def is_inside(address: str) -> bool:
+    """Not a public address, or a public form of one that is not (a translated private IPv4)."""
+    ip = ipaddress.ip_address(address.split("%")[0])
+    embedded = _embedded_ipv4(ip) if isinstance(ip, ipaddress.IPv6Address) else None
+    return not ip.is_global or (embedded is not None and not embedded.is_global)
+
+
+def checked_address(url: str) -> tuple[SplitResult, str]:
+    """The URL's parts and the one address to connect to: every address the name has is checked;
+    refuses (ValidationError) other schemes and names that resolve inside."""
     parts = urlsplit(url)
     if parts.scheme not in ("https", "http") or not parts.hostname:
         raise ValidationError({"url": ["Give an http(s) URL with a host name."]})
     if parts.scheme == "http" and not _allow_private():
         raise ValidationError({"url": ["Use https: the body carries job names and states."]})
+    default_port = 443 if parts.scheme == "https" else 80
     try:
-        addresses = {info[4][0] for info in socket.getaddrinfo(parts.hostname, parts.port or 443)}
+        infos = socket.getaddrinfo(parts.hostname, parts.port or default_port, type=socket.SOCK_STREAM)
     except socket.gaierror:
         raise ValidationError({"url": [f"{parts.hostname} does not resolve."]}) from None
-    inside = [a for a in map(str, addresses) if not ipaddress.ip_address(a.split("%")[0]).is_global]
-    if inside and not _allow_private():
+    addresses = [str(info[4][0]) for info in infos]
+    inside = [a for a in addresses if is_inside(a)]
+    if not addresses or (inside and not _allow_private()):
         raise ValidationError({"url": [f"{parts.hostname} resolves to a private address ({inside[0]})."]})
+    return parts, addresses[0]
+
+
+def check_url(url: str) -> None:
+    """Refuse what must never be called: other schemes, and hosts that resolve inside."""
+    checked_address(url)
+
+
+def _post(url: str, body: bytes, headers: dict[str, str]) -> int:
+    """POST to the address checked now, never to a second lookup of the name."""
+    parts, address = checked_address(url)
+    host = f"[{address}]" if ":" in address else address
+    netloc = f"{host}:{parts.port}" if parts.port else host
+    target = parts._replace(netloc=netloc).geturl()
+    name = parts.hostname or ""
+    headers = {**headers, "Host": parts.netloc.rpartition("@")[2]}
+    # SNI and the certificate check use the name, as a browser would (httpcore's sni_hostname).
+    extensions = {"sni_hostname": name} if parts.scheme == "https" else {}
+    with httpx.Client(timeout=TIMEOUT_S) as client:
+        request = client.build_request("POST", target, content=body, headers=headers, extensions=extensions)
+        return client.send(request).status_code
 
 
 def webhook_set(
@@ -150,8 +200,7 @@ def deliver(*, delivery_id: int) -> bool:
     }
     status, error = None, ""
     try:
-        check_url(hook.url)  # again: the name may resolve elsewhere now
-        status = httpx.post(hook.url, content=body, headers=headers, timeout=TIMEOUT_S).status_code
+        status = _post(hook.url, body, headers)  # checked again: the name may resolve elsewhere now
     except (httpx.HTTPError, ValidationError) as exc:
         error = str(exc)[:300]
     ok = status is not None and 200 <= status < 300

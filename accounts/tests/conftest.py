@@ -14,9 +14,9 @@ from django.test import override_settings
 class Receiver(ThreadingHTTPServer):
     """A local webhook endpoint: answers `statuses` in turn (then 200), keeps what it got."""
 
-    def __init__(self, statuses: list[int]) -> None:
+    def __init__(self, statuses: list[int], address: tuple[str, int] = ("127.0.0.1", 0)) -> None:
         self.statuses, self.got = statuses, []  # type: list[int], list[tuple[dict[str, str], bytes]]
-        super().__init__(("127.0.0.1", 0), _Handler)
+        super().__init__(address, _Handler)
 
     @property
     def url(self) -> str:
