@@ -99,6 +99,7 @@ def test_portal_pods_are_restricted_and_only_the_device_plugin_is_privileged() -
             }
             agent = next(c for c in spec["containers"] if c["name"] == "agent")["securityContext"]
             assert agent["capabilities"] == {"drop": ["ALL"], "add": ["SYS_PTRACE"]}
+            assert agent["seccompProfile"] == {"type": "RuntimeDefault"}
             assert spec["automountServiceAccountToken"] is False
             continue
         assert spec["securityContext"]["runAsNonRoot"] is True, owner

@@ -77,7 +77,9 @@ class EnvVar(Struct, frozen=True, forbid_unknown_fields=True):
             min_length=1,
             max_length=128,
             pattern=ENV_NAME,
-            description="Letters, digits and '_'; KUBERNETES_, NVIDIA_ and CUDA_ names are reserved.",
+            description=(
+                "Letters, digits and '_'; KUBERNETES_, NVIDIA_, CUDA_ and GPU_PORTAL_ names are reserved."
+            ),
         ),
     ]
     value: Annotated[str, Meta(max_length=MAX_STR, pattern=NO_NUL)]

@@ -58,6 +58,8 @@ def test_it_rejects_bad_gpu_counts(gpus: Any) -> None:
         ("KUBERNETES_SERVICE_HOST", "env"),
         ("NVIDIA_VISIBLE_DEVICES", "env"),
         ("CUDA_MPS_PIPE_DIRECTORY", "env"),
+        ("GPU_PORTAL_DEVICE_IDS", "env"),
+        ("gpu_portal_device_ids", "env"),
         ("1BAD", "env"),
         ("A-B", "env"),
         ("", "env"),
