@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+import contextlib
+import ipaddress
 from typing import Any
 
+from django.conf import settings
 from django.db import models
 from django.forms.models import model_to_dict
 from django.http import HttpRequest
@@ -23,10 +26,18 @@ def snapshot(obj: models.Model | None, *, exclude: tuple[str, ...] = ()) -> dict
 
 
 def client_ip(request: HttpRequest | None) -> str | None:
+    """The client's address as the rate limits count it: X-Forwarded-For's entry TRUSTED_PROXIES from
+    the right (the one our own nearest proxy wrote; what the client wrote itself is further left),
+    or the socket's address without proxies or without such an entry."""
     if request is None:
         return None
-    # REMOTE_ADDR only: X-Forwarded-For is client-controlled unless a trusted proxy rewrites it.
     ip = request.META.get("REMOTE_ADDR")
+    proxies = int(settings.TRUSTED_PROXIES)
+    hops = [h.strip() for h in str(request.META.get("HTTP_X_FORWARDED_FOR", "")).split(",") if h.strip()]
+    if proxies > 0 and hops:
+        forwarded = hops[-min(proxies, len(hops))]
+        with contextlib.suppress(ValueError):
+            return str(ipaddress.ip_address(forwarded))
     return str(ip) if ip else None
 
 

@@ -6,12 +6,13 @@ import time
 
 import pytest
 from allauth.mfa.totp.internal.auth import format_hotp_value, hotp_value
+from django.conf import settings
 from django.core.cache import cache
-from django.test import Client
+from django.test import Client, override_settings
 from rest_framework.test import APIClient
 
 from accounts import services
-from accounts.models import ApiToken
+from accounts.models import ApiToken, AuditLog
 from tests.fixtures.personas import PASSWORD, World, session_client
 
 pytestmark = pytest.mark.django_db
@@ -124,6 +125,34 @@ def test_rotating_x_forwarded_for_does_not_escape_the_token_throttle(world: Worl
         )
         statuses.append(response.status_code)
     assert statuses == [401] * 10 + [429]
+
+
+def test_behind_a_proxy_one_clients_failures_lock_out_only_that_client(world: World) -> None:
+    """One proxy in front (the chart's Ingress): every request comes from its address; the client is
+    the entry it appended to X-Forwarded-For, whatever the client wrote to the left of it."""
+    behind_one_proxy = override_settings(
+        TRUSTED_PROXIES=1,
+        ALLAUTH_TRUSTED_PROXY_COUNT=1,
+        REST_FRAMEWORK={**settings.REST_FRAMEWORK, "NUM_PROXIES": 1},
+    )
+    client = APIClient(REMOTE_ADDR="10.0.0.9")  # the ingress controller's pod
+
+    def token(forwarded: str, n: int) -> int:
+        body = {"email": f"nobody{n}@example.com", "password": "nope", "name": "cli", "scopes": ["read"]}
+        response = client.post("/api/v1/auth/token/", body, format="json", HTTP_X_FORWARDED_FOR=forwarded)
+        return response.status_code
+
+    with behind_one_proxy:
+        # The noisy client rotates what it writes itself; the proxy's entry is its real address.
+        noisy = [token(f"198.51.100.{n}, 203.0.113.1", n) for n in range(11)]
+        quiet = token("203.0.113.2", 99)
+        right = {"email": world.member.email, "password": PASSWORD, "name": "cli", "scopes": ["read"]}
+        made = client.post("/api/v1/auth/token/", right, format="json", HTTP_X_FORWARDED_FOR="203.0.113.3")
+    assert noisy == [401] * 10 + [429]
+    assert quiet == 401  # another client behind the same proxy is not held
+    assert made.status_code == 201, made.content
+    # The audit log names the same client the limits counted.
+    assert AuditLog.objects.get(action="token.create").ip == "203.0.113.3"
 
 
 def test_staff_without_mfa_cannot_open_the_admin(world: World) -> None:

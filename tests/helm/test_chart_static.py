@@ -294,3 +294,32 @@ def test_the_celery_workers_are_restarted_when_their_consumer_stops(tmp_path: Pa
     assert probe() == 0
     os.utime(alive, (time.time() - liveness.STALE_S - 1,) * 2)
     assert probe() != 0
+
+
+def _web(values: dict[str, str]) -> JSON:
+    web: JSON = pod_specs(render(None, "gp", "portal", values))["gp-gpu-portal-web"]["containers"][0]
+    return web
+
+
+def _env(container: JSON, name: str) -> str:
+    return str(next(e["value"] for e in container["env"] if e["name"] == name))
+
+
+@pytest.mark.parametrize(
+    ("values", "proxies"),
+    [
+        ({}, "0"),
+        ({"ingress.enabled": "true"}, "1"),  # the ingress controller is a proxy, whatever was set
+        ({"ingress.enabled": "true", "portal.trustedProxies": "2"}, "2"),  # a load balancer in front too
+        ({"portal.trustedProxies": "1"}, "1"),  # a proxy of the site's own
+    ],
+)
+def test_behind_the_ingress_the_rate_limits_count_clients_not_the_controller(
+    values: dict[str, str], proxies: str
+) -> None:
+    for server in ("uvicorn", "daphne"):
+        web = _web({**values, "web.server": server})
+        assert _env(web, "GPUPORTAL_TRUSTED_PROXIES") == proxies, server
+        # The server never rewrites the client's address itself (daphne's --proxy-headers believes
+        # anyone's X-Forwarded-For); the portal reads it, that many proxies deep.
+        assert "--proxy-headers" not in web["command"], server

@@ -143,8 +143,10 @@ capabilities:
   value: {{ join "," (append .Values.portal.allowedHosts (include "gp.webServiceHost" .)) | quote }}
 - name: CSRF_TRUSTED_ORIGINS
   value: {{ join "," .Values.portal.csrfTrustedOrigins | quote }}
+{{- /* Behind the chart's Ingress every request comes from the ingress controller: at least that one
+proxy counts, or every client would share its address in the rate limits. */}}
 - name: GPUPORTAL_TRUSTED_PROXIES
-  value: {{ .Values.portal.trustedProxies | quote }}
+  value: {{ ternary (max 1 (int .Values.portal.trustedProxies)) (int .Values.portal.trustedProxies) .Values.ingress.enabled | quote }}
 - name: TRUST_X_FORWARDED_PROTO
   value: {{ ternary "1" "0" .Values.portal.behindTlsProxy | quote }}
 - name: GPUPORTAL_NAMESPACE_PREFIX
