@@ -271,6 +271,42 @@ def test_the_policy_refuses_a_privileged_tenant(release: Release, tenant: str) -
     assert labels["pod-security.kubernetes.io/enforce"] == "restricted"
 
 
+@pytest.mark.parametrize("mode", ["enforce", "audit", "warn"])
+def test_the_policy_refuses_a_tenant_pinned_to_an_old_profile(
+    release: Release, tenant: str, mode: str
+) -> None:
+    doc = builders.build_namespace(TENANT)
+    doc["metadata"]["labels"][f"pod-security.kubernetes.io/{mode}-version"] = "v1.22"
+    out = as_provisioner(release, doc, check=False)
+    assert "tenant namespaces follow the current restricted profile" in out
+    labels = release.kube.get("namespace", tenant)["metadata"]["labels"]
+    assert f"pod-security.kubernetes.io/{mode}-version" not in labels
+    doc["metadata"]["labels"][f"pod-security.kubernetes.io/{mode}-version"] = "latest"
+    as_provisioner(release, doc)  # latest is the current profile: allowed
+
+
+def test_the_worker_cordons_nodes_and_changes_nothing_else_of_them(release: Release) -> None:
+    kube, worker = release.kube, f"--as={user(release, 'worker')}"
+    node = kube.kubectl("get", "nodes", "-o", "jsonpath={.items[0].metadata.name}")
+    try:
+        kube.kubectl("patch", "node", node, worker, "-p", '{"spec":{"unschedulable":true}}')
+        assert kube.get("node", node)["spec"]["unschedulable"] is True
+        refused = {
+            "label": '{"metadata":{"labels":{"gpuportal.dev/x":"1"}}}',
+            "annotation": '{"metadata":{"annotations":{"gpuportal.dev/x":"1"}}}',
+            "taint": '{"spec":{"taints":[{"key":"gpuportal.dev/x","effect":"NoSchedule"}]}}',
+        }
+        for what, patch in refused.items():
+            out = kube.kubectl("patch", "node", node, worker, "-p", patch, check=False)
+            assert "changes a node's spec.unschedulable only" in out, (what, out)
+        after = kube.get("node", node)
+        assert "gpuportal.dev/x" not in after["metadata"].get("labels", {})
+        assert "gpuportal.dev/x" not in after["metadata"].get("annotations", {})
+        assert not [t for t in after["spec"].get("taints", []) if t["key"] == "gpuportal.dev/x"]
+    finally:
+        kube.kubectl("patch", "node", node, "-p", '{"spec":{"unschedulable":null}}')
+
+
 def test_the_policy_refuses_guard_rails_outside_the_prefix(release: Release, tenant: str) -> None:
     quota = builders.build_resource_quota(TENANT, TENANT_QUOTA)
     quota["metadata"]["namespace"] = "default"
