@@ -1,4 +1,5 @@
-"""Staff must have MFA before the admin opens: it reaches every project, so a password alone is not enough."""
+"""Staff must have MFA before the admin opens: it reaches every project, so a password alone is not
+enough; and the factor must be one that counts for operators (accounts/operator_factor.py)."""
 
 from __future__ import annotations
 
@@ -8,6 +9,8 @@ from allauth.mfa.utils import is_mfa_enabled
 from django.contrib import messages
 from django.http import HttpRequest, HttpResponse, HttpResponseRedirect
 from django.urls import reverse
+
+from accounts.selectors import is_operator
 
 
 class StaffMfaMiddleware:
@@ -26,4 +29,11 @@ class StaffMfaMiddleware:
                 request, "Operators must set up two-factor authentication before the admin opens."
             )
             return HttpResponseRedirect(reverse("mfa_activate_totp"))
+        if (
+            request.path.startswith("/admin/")
+            and user.is_authenticated
+            and user.is_staff
+            and not is_operator(user)
+        ):
+            return HttpResponseRedirect(reverse("accounts:operator-pending"))
         return self.get_response(request)

@@ -29,6 +29,16 @@ class User(AbstractUser):
     # NotifyEvent values that do NOT email this user; empty (all on) by default, so a kind added
     # later emails everyone until they turn it off.
     email_muted = models.JSONField(default=list, blank=True, help_text="Job events not emailed.")
+    # The second factor operator power rests on (accounts/operator_factor.py): one set up before the
+    # staff grant, or one confirmed through a link mailed to the account. Gone with the factor.
+    operator_factor = models.OneToOneField(
+        "mfa.Authenticator",
+        null=True,
+        blank=True,
+        on_delete=models.SET_NULL,
+        related_name="+",
+        editable=False,
+    )
 
     def __str__(self) -> str:
         return self.email or self.username

@@ -13,7 +13,9 @@ from accounts.models import ApiToken, Membership, Project, ProjectWebhook, User,
 
 
 def is_operator(user: Any) -> bool:
-    """Whether the user holds operator power: active staff with a TOTP authenticator set up.
+    """Whether the user holds operator power: active staff whose operator factor, a TOTP that
+    predates the staff grant or was confirmed from the account's mailbox, is still set up
+    (accounts/operator_factor.py).
 
     The staff flag alone is not enough: a stolen password of a staff account without a second
     factor must open no more than a plain user's account does, on pages, API and sockets alike.
@@ -21,7 +23,12 @@ def is_operator(user: Any) -> bool:
     """
     if not (getattr(user, "is_staff", False) and getattr(user, "is_active", False) and user.pk):
         return False
-    return bool(Authenticator.objects.filter(user_id=user.pk, type=Authenticator.Type.TOTP).exists())
+    factor = getattr(user, "operator_factor_id", None)
+    if factor is None:
+        return False
+    return bool(
+        Authenticator.objects.filter(pk=factor, user_id=user.pk, type=Authenticator.Type.TOTP).exists()
+    )
 
 
 def project_list(*, user: User) -> QuerySet[Project]:

@@ -205,8 +205,8 @@ def token_create(
     if user.is_staff and not is_operator(user):
         # A token skips the second factor at every use, so staff get none until they have one.
         raise PermissionDenied(
-            "Set up two-factor authentication (MFA) first, at /accounts/2fa/: "
-            "staff accounts get API tokens only with MFA."
+            "Set up two-factor authentication (MFA) first, at /accounts/2fa/, and confirm it from the "
+            "link mailed to you (/me/operator/): staff accounts get API tokens only with a confirmed MFA."
         )
     now = timezone.now()
     errors = _token_errors(name=name, scopes=scopes, expires_at=expires_at, parent=parent, now=now)

@@ -11,17 +11,32 @@ from allauth.mfa import signals as mfa_signals
 from allauth.mfa.models import Authenticator
 from django.contrib.auth.signals import user_logged_out
 from django.db import transaction
-from django.db.models.signals import post_delete, post_save
+from django.db.models.signals import post_delete, post_save, pre_save
 from django.dispatch import receiver
 from django.http import HttpRequest
 
 from accounts.audit import audit_record
 from accounts.live import streams_close
 from accounts.models import Membership, User
+from accounts.operator_factor import factor_on_staff_change, operator_factor_offer
 
 
 def _close_after_commit(user_id: int) -> None:
     transaction.on_commit(lambda: streams_close(user_id))
+
+
+@receiver(pre_save, sender=User, dispatch_uid="accounts.user_staff_changed")
+def user_staff_changed(sender: type[User], instance: User, **kwargs: Any) -> None:
+    """However the flag changes (admin, shell, createsuperuser): judged at the grant."""
+    was = (
+        User.objects.filter(pk=instance.pk).values_list("is_staff", flat=True).first()
+        if instance.pk
+        else False
+    )
+    if bool(was) != instance.is_staff:
+        factor_on_staff_change(instance, was_staff=bool(was))
+        if instance.pk:  # also when the save names only is_staff (update_fields)
+            User.objects.filter(pk=instance.pk).update(operator_factor=instance.operator_factor)
 
 
 @receiver(post_save, sender=User, dispatch_uid="accounts.user_saved")
@@ -77,6 +92,8 @@ def mfa_audited(
     }[signal]
     # The type only: the authenticator's data is its secret, and a removed one has no id left.
     _audit_account(action, request, user, {"authenticator": str(authenticator.type)})
+    if signal is mfa_signals.authenticator_added and authenticator.type == Authenticator.Type.TOTP:
+        operator_factor_offer(user=user, request=request)
 
 
 def _address_actor(request: HttpRequest | None, owner: User) -> User:

@@ -13,5 +13,7 @@ urlpatterns = [
     path("projects/<slug:slug>/webhook/test/", views.webhook_ping, name="webhook-ping"),
     path("projects/<slug:slug>/webhook/remove/", views.webhook_remove, name="webhook-remove"),
     path("settings/", views.user_settings, name="settings"),
+    path("operator/", views.operator_pending, name="operator-pending"),
+    path("operator/confirm/<str:token>/", views.operator_confirm, name="operator-confirm"),
     path("notifications/", views.notifications, name="notifications"),
 ]

@@ -12,7 +12,7 @@ from django.shortcuts import get_object_or_404, render
 from django.urls import reverse
 from django.views.decorators.http import require_POST, require_safe
 
-from accounts import selectors, services, webhooks
+from accounts import operator_factor, selectors, services, webhooks
 from accounts.choices import ROLES_THAT_MANAGE, Role
 from accounts.forms import MemberAddForm, NotificationsForm, TokenForm, WebhookForm
 from accounts.models import Membership, Project, User
@@ -137,6 +137,31 @@ def token_revoke(request: HttpRequest, pk: int) -> HttpResponse:
 @require_safe
 def user_settings(request: HttpRequest) -> HttpResponse:
     return render(request, "accounts/settings.html")
+
+
+@login_required
+def operator_pending(request: HttpRequest) -> HttpResponse:
+    """A staff account whose second factor does not count for operators yet: mail the link (again)."""
+    user = _user(request)
+    if request.method == "POST":
+        if operator_factor.operator_factor_offer(user=user, request=request):
+            messages.success(request, f"A confirmation link is on its way to {user.email}.")
+        return HttpResponseRedirect(reverse("accounts:operator-pending"))
+    context = {"operator": selectors.is_operator(user), "totp": operator_factor.totp_of(user) is not None}
+    return render(request, "accounts/operator_pending.html", context)
+
+
+@login_required
+def operator_confirm(request: HttpRequest, token: str) -> HttpResponse:
+    """The mailed link: a page with a button (a GET changes nothing), the button confirms."""
+    if request.method != "POST":
+        return render(request, "accounts/operator_confirm.html")
+    try:
+        operator_factor.operator_factor_confirm(user=_user(request), token=token, request=request)
+    except ValidationError as exc:
+        return render(request, "accounts/operator_confirm.html", {"error": _errors(exc)}, status=400)
+    messages.success(request, "Confirmed: your account has operator access.")
+    return HttpResponseRedirect("/admin/")
 
 
 @login_required

@@ -349,8 +349,11 @@ def _prepare(nodes: int) -> tuple[list[str], str]:
             Gpu(node=node, index=i, uuid=f"GPU-b7-{name}-{i}") for i in range(GPUS_PER_NODE)
         )
     user = User.objects.create_user(username="b7", email="b7@example.com", is_staff=True)
-    # Staff see every node only with a second factor set up.
-    Authenticator.objects.create(user=user, type=Authenticator.Type.TOTP, data={"secret": "JBSWY3DPEHPK3PXP"})
+    # Staff see every node only with a second factor that counts for operators.
+    factor = Authenticator.objects.create(
+        user=user, type=Authenticator.Type.TOTP, data={"secret": "JBSWY3DPEHPK3PXP"}
+    )
+    User.objects.filter(pk=user.pk).update(operator_factor=factor)
     client = Client()
     client.force_login(user)
     return names, f"{settings.SESSION_COOKIE_NAME}={client.cookies[settings.SESSION_COOKIE_NAME].value}"

@@ -60,13 +60,15 @@ def _users(count: int) -> list[User]:
     for row in rows:
         row.set_unusable_password()
     people = User.objects.bulk_create(rows)
-    # Operators are staff with a second factor (accounts.selectors.is_operator).
-    Authenticator.objects.bulk_create(
+    # Operators are staff with a second factor that counts (accounts.selectors.is_operator).
+    factors = Authenticator.objects.bulk_create(
         Authenticator(user=u, type=Authenticator.Type.TOTP, data={"secret": "JBSWY3DPEHPK3PXP"})
         for u in people
         if u.is_staff
     )
-    return list(people)
+    for factor in factors:
+        User.objects.filter(pk=factor.user_id).update(operator_factor=factor)
+    return list(User.objects.filter(pk__in=[u.pk for u in people]).order_by("pk"))
 
 
 def _projects(people: list[User]) -> list[tuple[Project, list[User]]]:

@@ -92,6 +92,8 @@ def test_a_password_reset_by_emailed_link_is_audited(world: World) -> None:
     _entry("password.reset", world)
 
 
+# allauth's security notice is mailed on commit, inside the request, as in production.
+@pytest.mark.django_db(transaction=True)
 def test_mfa_set_up_is_audited_without_the_secret(
     world: World, django_capture_on_commit_callbacks: Any
 ) -> None:
@@ -103,6 +105,8 @@ def test_mfa_set_up_is_audited_without_the_secret(
     assert secret not in str([e.after for e in entries])
 
 
+# allauth's security notice is mailed on commit, inside the request, as in production.
+@pytest.mark.django_db(transaction=True)
 def test_recovery_codes_regenerated_are_audited(
     world: World, django_capture_on_commit_callbacks: Any
 ) -> None:
@@ -112,6 +116,8 @@ def test_recovery_codes_regenerated_are_audited(
     assert _entry("mfa.reset", world).after == {"authenticator": "recovery_codes"}
 
 
+# allauth's security notice is mailed on commit, inside the request, as in production.
+@pytest.mark.django_db(transaction=True)
 def test_mfa_removal_is_audited(world: World, django_capture_on_commit_callbacks: Any) -> None:
     client = _signed_in()
     _totp_on(client, django_capture_on_commit_callbacks)

@@ -35,6 +35,8 @@ ACCOUNT_UNIQUE_EMAIL = True
 ACCOUNT_LOGOUT_ON_PASSWORD_CHANGE = False
 ACCOUNT_LOGIN_ON_PASSWORD_RESET = False
 ACCOUNT_SESSION_REMEMBER = False
+# Mail the account's owner about every security change (password, addresses, two-factor).
+ACCOUNT_EMAIL_NOTIFICATIONS = True
 ACCOUNT_ADAPTER = "accounts.adapters.AccountAdapter"
 ACCOUNT_RATE_LIMITS = {
     # 5 failures per account per 5 minutes: the 6th attempt is refused, on every login path.

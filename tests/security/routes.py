@@ -16,9 +16,11 @@ from allauth.account.models import EmailAddress, EmailConfirmationHMAC
 from allauth.account.utils import user_pk_to_url_str
 from django.apps import apps
 from django.contrib.contenttypes.models import ContentType
+from django.core import signing
 from django.db.models import Model
 from django.urls import URLPattern, URLResolver, get_resolver, resolve
 
+from accounts import operator_factor
 from accounts.models import Membership
 from portal.settings.oidc import PROVIDER_ID
 from tests.security.populated import Populated
@@ -48,6 +50,10 @@ def _membership(p: Populated) -> str:
 CASES: dict[str, dict[str, Filler]] = {
     "me/projects/<slug:slug>/members/<int:pk>/": {"pk": lambda p: _membership(p)},
     "me/tokens/<int:pk>/revoke/": {"pk": lambda p: str(p.token.pk)},
+    # A well-formed link of the owner's that names no factor of theirs: refused as a confirmation.
+    "me/operator/confirm/<str:token>/": {
+        "token": lambda p: signing.TimestampSigner(salt=operator_factor.SALT).sign(f"{p.world.owner.pk}:0")
+    },
     "jobs/templates/<int:pk>/edit/": {"pk": lambda p: str(p.template.pk)},
     "jobs/templates/<int:pk>/delete/": {"pk": lambda p: str(p.template.pk)},
     "accounts/^confirm-email/(?P<key>[-:\\w]+)/$": {"key": _confirm_key},

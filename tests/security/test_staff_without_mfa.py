@@ -23,12 +23,13 @@ pytestmark = pytest.mark.django_db
 
 
 def _staff(user: User, *, mfa: bool) -> User:
-    user.is_staff = True
-    user.save(update_fields=["is_staff"])
+    """Made staff; with `mfa`, holding a TOTP set up before the grant (so it counts for operators)."""
     if mfa:
         Authenticator.objects.create(
             user=user, type=Authenticator.Type.TOTP, data={"secret": "JBSWY3DPEHPK3PXP"}
         )
+    user.is_staff = True
+    user.save(update_fields=["is_staff"])
     return user
 
 

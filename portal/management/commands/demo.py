@@ -141,7 +141,8 @@ class Command(BaseCommand):
         for email, password in passwords.items():
             self.stdout.write(f"  sign in as {email} / {password}")
         self.stdout.write(
-            "  the operator is asked to set up TOTP two-factor authentication before the admin opens."
+            "  the operator is asked to set up TOTP two-factor authentication before the admin opens,\n"
+            "  then to confirm it from the link the portal mails (the demo prints mail here)."
         )
 
 
