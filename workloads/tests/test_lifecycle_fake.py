@@ -114,16 +114,22 @@ def test_cancel_deletes_with_background_propagation(jobs_world: World, fake_kube
     assert job.deleted_in_cluster_at is not None
 
 
-def test_a_nul_in_the_log_is_kept_as_a_replacement_character(jobs_world: World, fake_kube: FakeKube) -> None:
-    job = submit(jobs_world)
+def _cancelled_while_running(world: World, fake: FakeKube, log: bytes) -> Job:
+    """A job whose pod runs and has printed `log`, cancelled (not reconciled yet)."""
+    job = submit(world)
     reconcile_job(job.pk)
     admission_cycle()
     reconcile_job(job.pk)
-    add_pod(fake_kube, job, "Running")
+    add_pod(fake, job, "Running")
     reconcile_job(job.pk)
     job.refresh_from_db()
-    fake_kube.logs[paths.pod_log("gp-alpha", job.pod_name)] = b"before\x00after\n"
-    services.job_cancel(actor=jobs_world.owner, job=job)
+    fake.logs[paths.pod_log("gp-alpha", job.pod_name)] = log
+    services.job_cancel(actor=world.owner, job=job)
+    return job
+
+
+def test_a_nul_in_the_log_is_kept_as_a_replacement_character(jobs_world: World, fake_kube: FakeKube) -> None:
+    job = _cancelled_while_running(jobs_world, fake_kube, b"before\x00after\n")
     reconcile_job(job.pk)
     job.refresh_from_db()
     assert job.log_tail == "before\ufffdafter\n"
@@ -131,15 +137,7 @@ def test_a_nul_in_the_log_is_kept_as_a_replacement_character(jobs_world: World, 
 
 
 def test_a_log_the_database_refuses_never_blocks_the_delete(jobs_world: World, fake_kube: FakeKube) -> None:
-    job = submit(jobs_world)
-    reconcile_job(job.pk)
-    admission_cycle()
-    reconcile_job(job.pk)
-    add_pod(fake_kube, job, "Running")
-    reconcile_job(job.pk)
-    job.refresh_from_db()
-    fake_kube.logs[paths.pod_log("gp-alpha", job.pod_name)] = b"some log\n"
-    services.job_cancel(actor=jobs_world.owner, job=job)
+    job = _cancelled_while_running(jobs_world, fake_kube, b"some log\n")
     # Whatever the database refuses in the log (the NUL it once refused, or anything else).
     with connection.cursor() as cursor:
         cursor.execute(
