@@ -134,7 +134,25 @@ def _post_until_answered(base: str, path: str, head: list[str], chunks: Iterator
                 break
             sock.sendall(chunk)
             sent += len(chunk)
-        return sock.recv(65536), sent
+        return _read_answer(sock), sent
+
+
+def _read_answer(sock: socket.socket) -> bytes:
+    """The whole answer: its head, then as many body bytes as its Content-Length says."""
+    answer = b""
+    while b"\r\n\r\n" not in answer:
+        chunk = sock.recv(65536)
+        if not chunk:
+            return answer
+        answer += chunk
+    head, _, body = answer.partition(b"\r\n\r\n")
+    length = re.search(rb"(?i)content-length: *(\d+)", head)
+    while length and len(body) < int(length.group(1)):
+        chunk = sock.recv(65536)
+        if not chunk:
+            break
+        body += chunk
+    return head + b"\r\n\r\n" + body
 
 
 def test_portal_refuses_a_body_over_the_limit_before_reading_it(
