@@ -323,3 +323,32 @@ def test_behind_the_ingress_the_rate_limits_count_clients_not_the_controller(
         # The server never rewrites the client's address itself (daphne's --proxy-headers believes
         # anyone's X-Forwarded-For); the portal reads it, that many proxies deep.
         assert "--proxy-headers" not in web["command"], server
+
+
+PRIVATE = ["10.0.0.0/8", "172.16.0.0/12", "192.168.0.0/16", "100.64.0.0/10", "169.254.0.0/16", "127.0.0.0/8"]
+
+
+def test_the_worker_reaches_no_private_address_but_its_stores_dns_and_the_api_server() -> None:
+    """It delivers webhooks to URLs tenants choose: a second fence beside the address check."""
+    values = {"networkPolicy.workerEgress.apiServer[0]": "10.213.0.2/32"}
+    (policy,) = (
+        d
+        for d in of_kind(render(None, "gp", "portal", values), "NetworkPolicy")
+        if d["metadata"]["name"].endswith("worker-egress")
+    )
+    assert policy["spec"]["podSelector"]["matchLabels"]["app.kubernetes.io/component"] == "worker"
+    assert policy["spec"]["policyTypes"] == ["Egress"]
+    blocks = [
+        peer["ipBlock"] for rule in policy["spec"]["egress"] for peer in rule["to"] if "ipBlock" in peer
+    ]
+    assert {"cidr": "10.213.0.2/32"} in blocks  # the API server, and nothing else private
+    (public,) = (b for b in blocks if b["cidr"] == "0.0.0.0/0")
+    assert set(PRIVATE) <= set(public["except"])
+    stores = [peer for rule in policy["spec"]["egress"] for peer in rule["to"] if "podSelector" in peer]
+    assert stores[0]["podSelector"]["matchExpressions"][1]["values"] == ["postgresql", "redis"]
+    # Without the API server's address (no cluster to read it from) there is no policy to break it.
+    assert not [
+        d
+        for d in of_kind(render(None, "gp", "portal", {}), "NetworkPolicy")
+        if "egress" in d["metadata"]["name"]
+    ]

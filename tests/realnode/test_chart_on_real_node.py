@@ -252,10 +252,11 @@ DONE, REFUSED = "completed", "refused"
 EXPECTED = {
     # Its server is up (exec is no network traffic), so the refusals below are the policies'.
     "other job itself": {"own": DONE},
-    # The portal's worker and web reach the stores and the web; no second port is reachable.
+    # The portal's worker reaches its stores and no other private address (its egress policy: it
+    # posts to URLs tenants choose); the web reaches the stores; no second port is reachable.
     "worker": {
-        "postgres": DONE, "redis": DONE, "web": DONE, "own-second": DONE,
-        "web-second": REFUSED, "other-job": REFUSED,
+        "postgres": DONE, "redis": DONE, "own-second": DONE,
+        "web": REFUSED, "web-second": REFUSED, "other-job": REFUSED, "open": REFUSED,
     },
     "web": {
         "postgres": DONE, "redis": DONE, "own-second": DONE,
@@ -275,7 +276,8 @@ EXPECTED = {
 def test_every_policy_refuses_and_allows_connections_between_real_pods(
     installed: Installed, password: str
 ) -> None:
-    """Each of the chart's policies (default deny, web, postgresql, redis) and the tenant's (default
+    """Each of the chart's policies (default deny, web, postgresql, redis, the worker's egress, its API
+    server address read at install) and the tenant's (default
     deny but DNS) with a connection it allows and one it refuses, tried from real pods: a tenant's
     job, a look-alike of a portal worker in another namespace, the worker and the web themselves."""
     kube, http = installed.kube, api(installed, password)
@@ -300,7 +302,7 @@ def test_every_policy_refuses_and_allows_connections_between_real_pods(
         other_job = Try("other-job", other["status"]["pod_ip"], 8080)
         open_pod = Try("open", opened["status"]["pod_ip"], 8080)
         own = shell_script([Try("own", "127.0.0.1", 8080)])
-        worker_tries = [postgres, redis, web, own_second, web_second, other_job]
+        worker_tries = [postgres, redis, web, own_second, web_second, other_job, open_pod]
         look_alike_tries = [postgres, redis, web, web_second, worker_second, other_job, open_pod]
         seen = {
             "other job itself": _exec(
