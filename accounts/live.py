@@ -88,12 +88,8 @@ class Recheck:
     def __init__(
         self, user_id: int, session_key: str | None, connected: Access, on_gone: Callable[[], Awaitable[None]]
     ) -> None:
-        self.user_id, self.session_key, self.connected, self.on_gone = (
-            user_id,
-            session_key,
-            connected,
-            on_gone,
-        )
+        self.user_id, self.session_key = user_id, session_key
+        self.connected, self.on_gone = connected, on_gone
         self.checked = time.monotonic()
         self.found_gone = False
         self._reading: asyncio.Task[None] | None = None

@@ -19,21 +19,12 @@ class StaffMfaMiddleware:
 
     def __call__(self, request: HttpRequest) -> HttpResponse:
         user = request.user
-        if (
-            request.path.startswith("/admin/")
-            and user.is_authenticated
-            and user.is_staff
-            and not is_mfa_enabled(user)
-        ):
-            messages.warning(
-                request, "Operators must set up two-factor authentication before the admin opens."
-            )
-            return HttpResponseRedirect(reverse("mfa_activate_totp"))
-        if (
-            request.path.startswith("/admin/")
-            and user.is_authenticated
-            and user.is_staff
-            and not is_operator(user)
-        ):
-            return HttpResponseRedirect(reverse("accounts:operator-pending"))
+        if request.path.startswith("/admin/") and user.is_authenticated and user.is_staff:
+            if not is_mfa_enabled(user):
+                messages.warning(
+                    request, "Operators must set up two-factor authentication before the admin opens."
+                )
+                return HttpResponseRedirect(reverse("mfa_activate_totp"))
+            if not is_operator(user):
+                return HttpResponseRedirect(reverse("accounts:operator-pending"))
         return self.get_response(request)

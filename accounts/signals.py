@@ -28,6 +28,9 @@ def _close_after_commit(user_id: int) -> None:
 @receiver(pre_save, sender=User, dispatch_uid="accounts.user_staff_changed")
 def user_staff_changed(sender: type[User], instance: User, **kwargs: Any) -> None:
     """However the flag changes (admin, shell, createsuperuser): judged at the grant."""
+    fields = kwargs.get("update_fields")
+    if fields is not None and "is_staff" not in fields:
+        return  # a save that cannot change the flag (a sign-in saves last_login only)
     was = (
         User.objects.filter(pk=instance.pk).values_list("is_staff", flat=True).first()
         if instance.pk

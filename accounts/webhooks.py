@@ -89,7 +89,7 @@ def checked_address(url: str) -> tuple[SplitResult, str]:
         raise ValidationError({"url": [f"{parts.hostname} does not resolve."]}) from None
     addresses = [str(info[4][0]) for info in infos]
     inside = [a for a in addresses if is_inside(a)]
-    if not addresses or (inside and not _allow_private()):
+    if inside and not _allow_private():
         raise ValidationError({"url": [f"{parts.hostname} resolves to a private address ({inside[0]})."]})
     return parts, addresses[0]
 

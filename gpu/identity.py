@@ -132,33 +132,24 @@ class ReviewCache(Generic[V]):
 
 
 class RefusalCounter:
-    """Refused tokens per client address in fixed one-minute windows (monotonic); bounded in size."""
+    """Refused tokens per client address in fixed one-minute windows (monotonic): a ReviewCache of
+    (count, window end) by address, so bounded the same way."""
 
     def __init__(self, max_entries: int = CACHE_MAX) -> None:
-        self.max_entries = max_entries
-        self._windows: dict[str, tuple[float, int]] = {}
-        self._lock = threading.Lock()
+        self._windows: ReviewCache[tuple[int, float]] = ReviewCache(max_entries)
 
     def wait(self, address: str, now: float) -> float:
         """Seconds until this address may be reviewed again (0: now)."""
-        with self._lock:
-            start, count = self._windows.get(address, (now, 0))
-            return start + 60 - now if count >= REFUSALS_PER_MINUTE and now < start + 60 else 0.0
+        count, end = self._windows.get(address, now) or (0, now)
+        return end - now if count >= REFUSALS_PER_MINUTE else 0.0
 
     def add(self, address: str, now: float) -> None:
-        with self._lock:
-            start, count = self._windows.get(address, (now, 0))
-            if now >= start + 60:
-                start, count = now, 0
-            if address not in self._windows and len(self._windows) >= self.max_entries:
-                self._windows = {a: w for a, w in self._windows.items() if now < w[0] + 60}
-                while len(self._windows) >= self.max_entries:
-                    del self._windows[next(iter(self._windows))]
-            self._windows[address] = (start, count + 1)
+        # Two refusals at once may count as one: a soft limit, it only needs to be near.
+        count, end = self._windows.get(address, now) or (0, now + 60)
+        self._windows.put(address, (count + 1, end), end, now)
 
     def clear(self) -> None:
-        with self._lock:
-            self._windows.clear()
+        self._windows.clear()
 
 
 _cache: ReviewCache[AgentIdentity] = ReviewCache()

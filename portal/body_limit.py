@@ -10,11 +10,14 @@ controller, whatever that one's own limit is.
 
 from __future__ import annotations
 
+from collections import deque
 from collections.abc import Awaitable, Callable, Mapping
 from typing import Any
 
 import orjson
 from django.conf import settings
+
+from portal.api.errors import BodyTooLarge, error_body
 
 Scope = dict[str, Any]
 Message = Mapping[str, Any]
@@ -45,9 +48,8 @@ def _declared_length(scope: Scope) -> int | None:
 
 
 async def _too_large(send: Send, limit: int) -> None:
-    body = orjson.dumps(
-        {"error": {"code": "request_too_large", "message": f"The request body is larger than {limit} bytes."}}
-    )
+    message = f"The request body is larger than {limit} bytes."
+    body = orjson.dumps(error_body(413, BodyTooLarge.default_code, message))
     headers = [(b"content-type", b"application/json"), (b"content-length", str(len(body)).encode())]
     await send({"type": "http.response.start", "status": 413, "headers": headers})
     await send({"type": "http.response.body", "body": body})
@@ -69,7 +71,7 @@ class BodyLimit:
             await _too_large(send, limit)
             return
         # Read up to the limit here (Django would read it all anyway), then replay it.
-        arrived: list[Message] = []
+        arrived: deque[Message] = deque()
         size = 0
         while True:
             message = await receive()
@@ -84,6 +86,6 @@ class BodyLimit:
                 break
 
         async def replay() -> Message:
-            return arrived.pop(0) if arrived else await receive()
+            return arrived.popleft() if arrived else await receive()
 
         await self.app(scope, replay, send)

@@ -10,6 +10,8 @@ from collections.abc import Callable
 
 from django.http import HttpRequest, HttpResponse, HttpResponseBadRequest, JsonResponse
 
+from portal.api.errors import error_body
+
 MESSAGE = "A query parameter holds a NUL character (%00); remove it."
 
 
@@ -30,6 +32,5 @@ def _with_nul(request: HttpRequest) -> list[str]:
 def _refused(request: HttpRequest, fields: list[str]) -> HttpResponse:
     if request.path.startswith("/api/"):
         fields_body = {key.replace("\x00", "")[:60]: [MESSAGE] for key in fields}
-        body = {"error": {"status": 400, "code": "invalid", "message": MESSAGE, "fields": fields_body}}
-        return JsonResponse(body, status=400)
+        return JsonResponse(error_body(400, "invalid", MESSAGE, fields_body), status=400)
     return HttpResponseBadRequest(MESSAGE, content_type="text/plain; charset=utf-8")

@@ -20,6 +20,11 @@ from rest_framework.views import exception_handler as drf_exception_handler
 MAX_BODY_TEXT = "2.5 MB"  # Django's DATA_UPLOAD_MAX_MEMORY_SIZE default, which the portal keeps
 
 
+def error_body(status: int, code: str, message: str, fields: dict[str, Any] | None = None) -> dict[str, Any]:
+    """The API's error body; every answer an API client may get on failure has this shape."""
+    return {"error": {"status": status, "code": code, "message": message, "fields": fields or {}}}
+
+
 class BodyTooLarge(exceptions.APIException):
     status_code = 413
     default_code = "body_too_large"
@@ -72,15 +77,8 @@ def exception_handler(exc: Exception, context: dict[str, Any]) -> Response | Non
         return response
     detail = exc.detail
     fields = detail if isinstance(detail, dict) else {}
-    body = {
-        "error": {
-            "status": response.status_code,
-            "code": exc.get_codes() if not isinstance(detail, (dict, list)) else "invalid",
-            "message": _message(detail),
-            "fields": fields,
-        }
-    }
-    response.data = body
+    code = "invalid" if isinstance(detail, (dict, list)) else str(exc.get_codes())
+    response.data = error_body(response.status_code, code, _message(detail), fields)
     return response
 
 
@@ -88,5 +86,4 @@ def exception_handler(exc: Exception, context: dict[str, Any]) -> Response | Non
 def not_found(request: HttpRequest, path: str = "") -> JsonResponse:
     """Any /api/ path that matches no route: the JSON error body, not the HTML 404 page."""
     message = f"No API endpoint at /{request.path.lstrip('/')}; the endpoints are listed at /api/docs/."
-    body = {"error": {"status": 404, "code": "not_found", "message": message, "fields": {}}}
-    return JsonResponse(body, status=404)
+    return JsonResponse(error_body(404, "not_found", message), status=404)

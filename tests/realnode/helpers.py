@@ -79,11 +79,18 @@ def kubectl(cluster: ClusterHandle, *args: str) -> str:
 
 
 def run_to_end(
-    core: client.CoreV1Api, namespace: str, name: str, script: str, limits: dict[str, str] | None = None
+    core: client.CoreV1Api,
+    namespace: str,
+    name: str,
+    script: str,
+    limits: dict[str, str] | None = None,
+    *,
+    labels: dict[str, str] | None = None,
+    timeout: float = 60.0,
 ) -> tuple[int, str]:
     """Run a pod on the real node to its end: its exit code and its log (read through the kubelet)."""
-    core.create_namespaced_pod(namespace, real_pod(name, script, limits=limits))
-    ended = wait_terminated(core, namespace, name)
+    core.create_namespaced_pod(namespace, real_pod(name, script, limits=limits, labels=labels))
+    ended = wait_terminated(core, namespace, name, timeout)
     log: str = core.read_namespaced_pod_log(name, namespace)
     return ended["exit_code"], log
 

@@ -46,10 +46,10 @@ from tests.realnode.chart_release import (
     wait,
 )
 from tests.realnode.conftest import require_netns
-from tests.realnode.helpers import delete_pods, real_pod, wait_terminated
+from tests.realnode.helpers import delete_pods, run_to_end
 from tests.realnode.images import load_built_image, load_rebuilt_image, load_store_images
 from tests.realnode.probes import LISTEN_PORT, Try, listener_argv, outcomes, python_argv, shell_script
-from tests.realnode.test_services import _serving
+from tests.realnode.test_services import _cluster_ip, _serving
 from tests.realnode.watchers import ExitWatch, Poller
 from workloads.k8s.labels import UID_LABEL
 
@@ -224,11 +224,6 @@ LOOK_ALIKE = {
 }
 
 
-def _cluster_ip(installed: Installed, service: str) -> str:
-    spec = installed.core.read_namespaced_service(f"{RELEASE}-{service}", NAMESPACE).to_dict()["spec"]
-    return str(spec["cluster_ip"])
-
-
 def _running_pod(installed: Installed, namespace: str, selector: str) -> dict[str, Any] | None:
     pods = [p.to_dict() for p in installed.core.list_namespaced_pod(namespace, label_selector=selector).items]
     running = [p for p in pods if p["status"]["phase"] == "Running" and p["status"]["pod_ip"]]
@@ -237,14 +232,6 @@ def _running_pod(installed: Installed, namespace: str, selector: str) -> dict[st
 
 def _exec(installed: Installed, target: str, argv: list[str], namespace: str = NAMESPACE) -> str:
     return installed.kube.kubectl("exec", "-n", namespace, target, "--", *argv)
-
-
-def _pod_log(installed: Installed, name: str, script: str, labels: dict[str, str]) -> str:
-    """A busybox pod in OUTSIDE, run to its end: its log."""
-    installed.core.create_namespaced_pod(OUTSIDE, real_pod(name, script, labels=labels))
-    wait_terminated(installed.core, OUTSIDE, name, timeout=180)
-    log: str = installed.core.read_namespaced_pod_log(name, OUTSIDE)
-    return log
 
 
 DONE, REFUSED = "completed", "refused"
@@ -282,9 +269,9 @@ def test_every_policy_refuses_and_allows_connections_between_real_pods(
     job, a look-alike of a portal worker in another namespace, the worker and the web themselves."""
     kube, http = installed.kube, api(installed, password)
     pods = {component(p): p for p in installed.pods()}
-    postgres = Try("postgres", _cluster_ip(installed, "postgresql"), 5432)
-    redis = Try("redis", _cluster_ip(installed, "redis"), 6379)
-    web = Try("web", _cluster_ip(installed, "web"), 80)
+    postgres = Try("postgres", _cluster_ip(installed.core, NAMESPACE, f"{RELEASE}-postgresql"), 5432)
+    redis = Try("redis", _cluster_ip(installed.core, NAMESPACE, f"{RELEASE}-redis"), 6379)
+    web = Try("web", _cluster_ip(installed.core, NAMESPACE, f"{RELEASE}-web"), 80)
     web_second = Try("web-second", pods["web"]["status"]["pod_ip"], LISTEN_PORT)
     worker_second = Try("worker-second", pods["worker"]["status"]["pod_ip"], LISTEN_PORT)
     own_second = Try("own-second", "127.0.0.1", LISTEN_PORT)
@@ -314,10 +301,11 @@ def test_every_policy_refuses_and_allows_connections_between_real_pods(
                 f"deploy/{RELEASE}-web",
                 python_argv([postgres, redis, own_second, worker_second, other_job]),
             ),
-            "look-alike": _pod_log(
-                installed, "look-alike", shell_script(look_alike_tries, settle=postgres), LOOK_ALIKE
-            ),
         }
+        look_alike = shell_script(look_alike_tries, settle=postgres)
+        _, seen["look-alike"] = run_to_end(
+            installed.core, OUTSIDE, "look-alike", look_alike, labels=LOOK_ALIKE, timeout=180
+        )
         # The tenant's job, through the API as a researcher submits it: the provisioner's policy.
         lookup = f"{RELEASE}-web.{NAMESPACE}.svc.cluster.local"
         tenant_tries = [postgres, redis, web, web_second, other_job, open_pod]

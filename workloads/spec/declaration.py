@@ -27,6 +27,9 @@ from workloads import app_settings
 from workloads.choices import Placement, Priority
 
 ENV_NAME = r"^[A-Za-z_][A-Za-z0-9_]*$"
+# The cluster's, the GPU stack's and the device plugin's own (GPU_PORTAL_DEVICE_IDS says which GPUs a
+# process was given; the node agent reads it to attribute usage).
+RESERVED_ENV_PREFIXES = ("KUBERNETES_", "NVIDIA_", "CUDA_", "GPU_PORTAL_")
 GPU_TYPE = r"^[A-Za-z0-9]([A-Za-z0-9._-]{0,61}[A-Za-z0-9])?$"
 MOUNT_PATH = r"^/[A-Za-z0-9._/-]{0,250}$"
 NO_NUL = r"^[^\x00]*$"  # Postgres text cannot hold NUL
@@ -78,7 +81,8 @@ class EnvVar(Struct, frozen=True, forbid_unknown_fields=True):
             max_length=128,
             pattern=ENV_NAME,
             description=(
-                "Letters, digits and '_'; KUBERNETES_, NVIDIA_, CUDA_ and GPU_PORTAL_ names are reserved."
+                f"Letters, digits and '_'; {', '.join(RESERVED_ENV_PREFIXES[:-1])} and "
+                f"{RESERVED_ENV_PREFIXES[-1]} names are reserved."
             ),
         ),
     ]

@@ -16,13 +16,10 @@ from typing import Any
 from workloads.choices import Placement
 from workloads.images import allowed_text, image_allowed, parse_image
 from workloads.spec.checks import INVALID, Errors, check, check_list
-from workloads.spec.declaration import EnvVar, VolumeMount
+from workloads.spec.declaration import RESERVED_ENV_PREFIXES, EnvVar, VolumeMount
 from workloads.spec.fields import SpecField, field_of, fields_of, fits
 from workloads.spec.limits import SpecLimits
 
-# The cluster's, the GPU stack's and the device plugin's own (GPU_PORTAL_DEVICE_IDS says which GPUs a
-# process was given; the node agent reads it to attribute usage).
-RESERVED_ENV_PREFIXES = ("KUBERNETES_", "NVIDIA_", "CUDA_", "GPU_PORTAL_")
 FORBIDDEN_MOUNTS = ("/proc", "/sys", "/dev", "/etc", "/var/run", "/run", "/bin", "/lib", "/usr")
 
 FieldRule = Callable[[SpecField, Any, SpecLimits, Errors], Any]
@@ -67,7 +64,8 @@ def _env_item_error(item: Any) -> str | None:
     if not fits(field_of(EnvVar, "name"), name):
         return f"{str(name)[:40]!r} is not a valid variable name (letters, digits, '_')."
     if name.upper().startswith(RESERVED_ENV_PREFIXES):
-        return f"{name}: names starting with KUBERNETES_, NVIDIA_, CUDA_ or GPU_PORTAL_ are reserved."
+        *first, last = RESERVED_ENV_PREFIXES
+        return f"{name}: names starting with {', '.join(first)} or {last} are reserved."
     if not fits(field_of(EnvVar, "value"), value):
         longest = field_of(EnvVar, "value").max_length
         return f"{name}: the value must be a string of at most {longest} characters."
