@@ -56,7 +56,16 @@ def volume(text: str) -> dict[str, Any]:
 SPEC_FLAGS: list[tuple[tuple[str, ...], str, dict[str, Any]]] = [
     (("-n", "--name"), "name", {}),
     (("-i", "--image"), "image", {"help": "registry/repository:tag from the project's allow-list"}),
-    (("-g", "--gpus"), "gpus", {"type": int, "metavar": "N", "help": "whole GPUs on one node"}),
+    (
+        ("-w", "--workers"),
+        "workers",
+        {
+            "type": int,
+            "metavar": "N",
+            "help": "pods that run together, each with the GPUs, CPU and memory given",
+        },
+    ),
+    (("-g", "--gpus"), "gpus", {"type": int, "metavar": "N", "help": "whole GPUs on one node (per worker)"}),
     (
         ("--slices", "--mps-slices"),
         "mps_slices",

@@ -47,6 +47,10 @@ def max_gpus_per_job() -> int:
     return int(settings.GPUPORTAL_MAX_GPUS_PER_JOB)
 
 
+def max_workers_per_job() -> int:
+    return int(settings.GPUPORTAL_MAX_WORKERS_PER_JOB)
+
+
 def mps_slices_per_gpu() -> int:
     return int(settings.GPUPORTAL_MPS_SLICES_PER_GPU)
 

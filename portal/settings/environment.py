@@ -387,7 +387,10 @@ GPUPORTAL_JOB_BACKOFF_LIMIT = jobs.read(
     "GPUPORTAL_JOB_BACKOFF_LIMIT", 0, "the `backoffLimit` of every Kubernetes Job: pod retries"
 )
 GPUPORTAL_MAX_GPUS_PER_JOB = jobs.read(
-    "GPUPORTAL_MAX_GPUS_PER_JOB", 8, "the most whole GPUs one job may ask for"
+    "GPUPORTAL_MAX_GPUS_PER_JOB", 8, "the most whole GPUs one job (or one worker of a job) may ask for"
+)
+GPUPORTAL_MAX_WORKERS_PER_JOB = jobs.read(
+    "GPUPORTAL_MAX_WORKERS_PER_JOB", 16, "the most workers (pods, one node each at most) one job may have"
 )
 GPUPORTAL_MPS_SLICES_PER_GPU = jobs.read(
     "GPUPORTAL_MPS_SLICES_PER_GPU",

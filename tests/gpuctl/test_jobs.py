@@ -55,6 +55,8 @@ def test_submit_sends_every_spec_flag(world: World, cli: Any, capsys: pytest.Cap
         IMAGE,
         "-n",
         "full",
+        "--workers",
+        "2",
         "-g",
         "1",
         "--gpu-type",
@@ -84,8 +86,9 @@ def test_submit_sends_every_spec_flag(world: World, cli: Any, capsys: pytest.Cap
     assert rc == 0, capsys.readouterr().err
     job = Job.objects.get()
     assert f"submitted {job.uid} (queued)" in capsys.readouterr().out
-    assert (job.name, job.gpus, job.gpu_type, job.cpu_millicores, job.memory_mib) == (
+    assert (job.name, job.workers, job.gpus, job.gpu_type, job.cpu_millicores, job.memory_mib) == (
         "full",
+        2,
         1,
         "NVIDIA-H200",
         2000,

@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import uuid
 from pathlib import Path
 
 import pytest
@@ -19,6 +20,7 @@ from tests.helm.release import RELEASE, Release
 from workloads.k8s import builders
 from workloads.k8s.claims import build_claim
 from workloads.models import ProjectVolume
+from workloads.spec import JobSpec
 
 pytestmark = pytest.mark.cluster
 GOLDEN = Path(__file__).parent / "golden"
@@ -334,3 +336,48 @@ def test_the_provisioner_makes_volume_claims_in_tenants_only(release: Release, t
     assert made["spec"]["resources"]["requests"]["storage"] == "1Gi"
     claim["metadata"]["namespace"] = "default"
     assert "writes only namespaces named gp-*, not default" in as_provisioner(release, claim, check=False)
+
+
+def as_worker(release: Release, *args: str, stdin: str | None = None) -> str:
+    return release.kube.kubectl(*args, f"--as={user(release, 'worker')}", stdin=stdin, check=False)
+
+
+def test_the_worker_releases_a_gated_worker_and_makes_only_that_jobs_service_and_policy(
+    release: Release, tenant: str
+) -> None:
+    kube = release.kube
+    ids = builders.JobIdentity(uuid.UUID(int=49), "job-t49", tenant, TENANT.slug, 5000)
+    job = builders.build_job(JobSpec(image="registry.example.com/x:1", workers=2), ids, simulation=False)
+    pod = {"apiVersion": "v1", "kind": "Pod", "spec": job["spec"]["template"]["spec"]}
+    pod["metadata"] = {**job["spec"]["template"]["metadata"], "name": "job-t49-0", "namespace": tenant}
+    kube.kubectl("apply", "-f", "-", stdin=json.dumps(pod))  # as the Job controller would
+    owner = {**job, "metadata": {**job["metadata"], "uid": str(uuid.UUID(int=50))}}
+
+    relabel = json.dumps({"metadata": {"labels": {builders.UID_LABEL: "another-job"}}})
+    out = as_worker(release, "patch", "pod", "job-t49-0", "-n", tenant, "--type=merge", "-p", relabel)
+    assert "only pins a job's gated pod to a node and lifts its gate" in out
+    node = kube.kubectl("get", "nodes", "-o", "jsonpath={.items[0].metadata.name}")
+    release_patch = json.dumps(builders.worker_release(node))
+    as_worker(release, "patch", "pod", "job-t49-0", "-n", tenant, "--type=merge", "-p", release_patch)
+    made = kube.get("pod", "job-t49-0", "-n", tenant)
+    assert not made["spec"].get("schedulingGates")
+    assert made["spec"]["affinity"] == builders.node_pin(node)
+    assert made["metadata"]["labels"][builders.UID_LABEL] == str(ids.uid)
+
+    def create(doc: JSON) -> str:
+        return as_worker(release, "create", "-f", "-", stdin=json.dumps(doc))
+
+    service, policy = builders.build_worker_service(ids, owner), builders.build_worker_policy(ids, owner)
+    exposed = {**service, "spec": {**service["spec"], "type": "NodePort", "clusterIP": ""}}
+    assert "only a job's headless Service" in create(exposed)
+    wider = json.loads(json.dumps(policy))
+    wider["spec"]["ingress"][0]["from"].append({"ipBlock": {"cidr": "0.0.0.0/0"}})
+    assert "only a policy that opens one job's pods to each other" in create(wider)
+    other = json.loads(json.dumps(policy))
+    other["spec"]["egress"][0]["to"][0]["podSelector"]["matchLabels"] = {builders.UID_LABEL: "another-job"}
+    assert "only a policy that opens one job's pods to each other" in create(other)
+    assert "created" in create(service)
+    assert "created" in create(policy)
+    assert "cannot delete" in as_worker(
+        release, "delete", "networkpolicy", policy["metadata"]["name"], "-n", tenant
+    )

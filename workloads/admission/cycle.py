@@ -15,7 +15,8 @@ Steps of `admission_cycle()` (each write is a compare-and-swap, so a second runn
 3. Withdraw notices no longer needed; store new notices (deadline) and notify the owners.
 4. Preempt victims whose notice ended: admitted/running -> preempted. The reconciler re-suspends
    the Kubernetes Job; once its pods are gone a later cycle puts it back as queued, front.
-5. Admit: queued -> admitted with the planned node and the borrowing flag; the job's outbox row makes
+5. Admit: queued -> admitted with the planned node (each worker's, for a job of several) and the
+   borrowing flag; the job's outbox row makes
    the reconciler un-suspend the Kubernetes Job after commit.
 6. Store each pending job's explanation and position; push the changed ones to the job pages.
 """
@@ -66,7 +67,9 @@ def admission_cycle(
         for job_id in plan.preempt:
             job_preempt(job_id=job_id)
         admitted = [
-            a.job_id for a in plan.admit if job_admit(job_id=a.job_id, node=a.node, borrowing=a.borrowing)
+            a.job_id
+            for a in plan.admit
+            if job_admit(job_id=a.job_id, node=a.node, borrowing=a.borrowing, worker_nodes=a.nodes)
         ]
         changed = explanations_store(explanations=plan.explanations.values())
     broadcast.jobs_changed(changed)

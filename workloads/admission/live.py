@@ -1,10 +1,10 @@
 """Live node capacity for the admission queue, from the cluster as it is at each cycle.
 
 Free whole GPUs on a node = allocatable `nvidia.com/gpu` minus the requests of the bound,
-non-terminal pods on it, minus the GPUs of portal jobs admitted onto it (`Job.planned_node`) whose
-pod is not bound yet. So a job admitted a moment ago is never counted free twice, and a pod forced
-into the cluster past the portal is still seen. MPS slices (`nvidia.com/gpu.shared`) are modelled as
-`allocatable / slices_per_gpu` shared GPUs, filled in index order by the slices in use.
+non-terminal pods on it, minus the GPUs of portal jobs admitted onto it (`Job.planned_nodes`, one
+per worker) whose pod is not bound yet. So a job admitted a moment ago is never counted free twice,
+and a pod forced into the cluster past the portal is still seen. MPS slices (`nvidia.com/gpu.shared`)
+are modelled as `allocatable / slices_per_gpu` shared GPUs, filled in index order by the slices in use.
 
 Nodes come from the cluster (not the gpu app's mirror), so the queue works when the node watch
 is not running. The reads are two LISTs made before any database transaction is opened, or, in the
@@ -50,8 +50,13 @@ class LiveCluster:
 
     def bound_job_uids(self) -> set[str]:
         """Portal jobs (by uid label) that have a bound, non-terminal pod."""
+        return {uid for uid, _ in self.bound_workers()}
+
+    def bound_workers(self) -> set[tuple[str, int]]:
+        """(job uid, worker index) of the bound, non-terminal pods of portal jobs; a job of one worker
+        has worker 0 only (its pod has no completion index)."""
         return {
-            str(_labels(p).get(labels.UID_LABEL))
+            (str(_labels(p)[labels.UID_LABEL]), _worker_index(p))
             for p in self.pods
             if _node_of(p) and labels.UID_LABEL in _labels(p)
         }
@@ -83,6 +88,11 @@ def _labels(obj: Obj) -> dict[str, str]:
 
 def is_live_pod(pod: Obj) -> bool:
     return (pod.get("status") or {}).get("phase") not in TERMINAL_PHASES
+
+
+def _worker_index(pod: Obj) -> int:
+    index = _labels(pod).get(labels.WORKER_INDEX_LABEL, "0")
+    return int(index) if index.isdigit() else 0
 
 
 def _node_of(pod: Obj) -> str:

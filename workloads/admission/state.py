@@ -61,6 +61,7 @@ def pending_of(job: Job) -> PendingJob:
         cpu_millicores=job.cpu_millicores,
         memory_mib=job.memory_mib,
         placement=job.placement,
+        workers=job.workers,
     )
 
 
@@ -79,6 +80,8 @@ def running_of(job: Job, now: datetime) -> RunningJob:
         preemptible=job.preemptible,
         cpu_millicores=job.cpu_millicores,
         memory_mib=job.memory_mib,
+        workers=job.workers,
+        nodes=tuple(job.planned_nodes) if job.workers > 1 else (),
     )
 
 
@@ -136,12 +139,15 @@ def _notices(running: list[Job]) -> tuple[PreemptionNotice, ...]:
     )
 
 
-def _reserved(active: list[Job], bound: set[str]) -> dict[str, Reserved]:
+def _reserved(active: list[Job], bound: set[tuple[str, int]]) -> dict[str, Reserved]:
+    """Node -> what the admitted jobs' workers planned there hold while their pods are not bound."""
     out: dict[str, Reserved] = {}
     for job in active:
-        if job.planned_node and str(job.uid) not in bound:
-            was = out.get(job.planned_node, Reserved())
-            out[job.planned_node] = Reserved(
+        for index, node in enumerate(job.planned_nodes):
+            if (str(job.uid), index) in bound:
+                continue
+            was = out.get(node, Reserved())
+            out[node] = Reserved(
                 was.gpus + job.gpus,
                 was.slices + job.mps_slices,
                 was.cpu_millicores + job.cpu_millicores,
@@ -150,11 +156,11 @@ def _reserved(active: list[Job], bound: set[str]) -> dict[str, Reserved]:
     return out
 
 
-def _reserved_tenants(active: list[Job], bound: set[str]) -> dict[str, Counter[str]]:
+def _reserved_tenants(active: list[Job], bound: set[tuple[str, int]]) -> dict[str, Counter[str]]:
     """Node -> project -> its admitted MPS jobs planned there whose pods are not bound yet."""
     out: dict[str, Counter[str]] = {}
     for job in active:
-        if job.mps_slices and job.planned_node and str(job.uid) not in bound:
+        if job.mps_slices and job.planned_node and (str(job.uid), 0) not in bound:
             out.setdefault(job.planned_node, Counter())[job.project.slug] += 1
     return out
 
@@ -189,7 +195,7 @@ def cluster_state(*, now: datetime, live: LiveCluster) -> ClusterState:
     qs = jobs_with_project()
     pending = list(qs.filter(state=JobState.QUEUED).order_by("submitted_at", "id"))
     active = list(qs.filter(state__in=ACTIVE_STATES))
-    bound = live.bound_job_uids()
+    bound = live.bound_workers()
     nodes = node_states(
         live,
         reserved=_reserved(active, bound),

@@ -16,15 +16,20 @@ from accounts.models import Project, Quota
 from plugin.names import GPU_PRODUCT_LABEL, GPU_RESOURCE, MANAGER, REAL_NODE_LABEL, SHARED_RESOURCE
 from workloads import app_settings
 from workloads.choices import Placement
-from workloads.k8s.labels import MANAGED_BY, PROJECT_LABEL, managed, object_meta
+from workloads.k8s.labels import MANAGED_BY, PROJECT_LABEL, WORKER_INDEX_LABEL, managed, object_meta
 from workloads.k8s.labels import UID_LABEL as UID_LABEL  # builders' users read the label here too
 from workloads.models import Job, ProjectVolume
 from workloads.spec import JobSpec
+from workloads.spec.declaration import LAUNCH_ENV
 
 GPU = GPU_RESOURCE
 GPU_SHARED = SHARED_RESOURCE
 GPU_PRODUCT = GPU_PRODUCT_LABEL
 SIM_DELAY = "pod-complete.stage.kwok.x-k8s.io/delay"
+# A job of several workers: its pods wait behind this gate until each is pinned to its planned node,
+# and the gates of all of them are lifted in one pass (workloads/services/workers.py).
+WORKER_GATE = "gpuportal.dev/workers-placed"
+MASTER_PORT = 29500  # torchrun's default rendezvous port
 SIM_EXIT_CODE = "gpuportal.dev/exit-code"
 JSON = dict[str, Any]
 
@@ -99,14 +104,38 @@ def _volumes(spec: JobSpec, claims: dict[str, ProjectVolume]) -> tuple[list[JSON
     return volumes, mounts
 
 
-def _container(spec: JobSpec, mounts: list[JSON]) -> JSON:
+def worker_host(ids: JobIdentity, index: int) -> str:
+    """Worker `index`'s DNS name inside its namespace: its pod's hostname under the job's headless
+    Service (an Indexed Job names each pod's host `<job>-<index>`)."""
+    return f"{ids.name}-{index}.{ids.name}"
+
+
+def launch_env(spec: JobSpec, ids: JobIdentity) -> list[JSON]:
+    """torchrun's names (and the plain ones MPI and DeepSpeed launchers read): the first worker is the
+    rendezvous, each worker's rank is its completion index."""
+    rank = {"valueFrom": {"fieldRef": {"fieldPath": f"metadata.annotations['{WORKER_INDEX_LABEL}']"}}}
+    master = worker_host(ids, 0)
+    plain = {
+        "MASTER_ADDR": master,
+        "MASTER_PORT": str(MASTER_PORT),
+        "WORLD_SIZE": str(spec.workers),
+        "PET_NNODES": str(spec.workers),
+        "PET_NPROC_PER_NODE": str(max(1, spec.gpus)),
+        "PET_MASTER_ADDR": master,
+        "PET_MASTER_PORT": str(MASTER_PORT),
+    }
+    return [{"name": n, "value": plain[n]} if n in plain else {"name": n, **rank} for n in LAUNCH_ENV]
+
+
+def _container(spec: JobSpec, ids: JobIdentity, mounts: list[JSON]) -> JSON:
+    env = launch_env(spec, ids) if spec.workers > 1 else []
     container: JSON = {
         "name": "main",
         "image": spec.image,
         "imagePullPolicy": "IfNotPresent",
         "resources": _resources(spec),
         "securityContext": _container_security(),
-        "env": [{"name": e.name, "value": e.value} for e in spec.env],
+        "env": env + [{"name": e.name, "value": e.value} for e in spec.env],
     }
     if spec.command:
         container["command"] = list(spec.command)
@@ -135,8 +164,11 @@ def _pod_spec(spec: JobSpec, ids: JobIdentity, claims: dict[str, ProjectVolume])
         "automountServiceAccountToken": False,
         "enableServiceLinks": False,
         "securityContext": _pod_security(ids),
-        "containers": [_container(spec, mounts)],
+        "containers": [_container(spec, ids, mounts)],
     }
+    if spec.workers > 1:
+        pod["subdomain"] = ids.name
+        pod["schedulingGates"] = [{"name": WORKER_GATE}]
     if volumes:
         pod["volumes"] = volumes
     if spec.gpu_type and spec.gpus:
@@ -156,8 +188,19 @@ def pod_affinity(spec: JobSpec, ids: JobIdentity) -> JSON | None:
     (workloads/queue/capacity.py), which the default scheduler alone would not respect."""
     if not (spec.mps_slices and ids.planned_node):
         return None
-    term = {"matchFields": [{"key": "metadata.name", "operator": "In", "values": [ids.planned_node]}]}
+    return node_pin(ids.planned_node)
+
+
+def node_pin(node: str) -> JSON:
+    """A pod's affinity to exactly one node, by name."""
+    term = {"matchFields": [{"key": "metadata.name", "operator": "In", "values": [node]}]}
     return {"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {"nodeSelectorTerms": [term]}}}
+
+
+def worker_release(node: str) -> JSON:
+    """The merge patch that pins a gated worker's pod to its planned node and lifts its gate (a gated
+    pod's affinity may still be set; the scheduler sees the pod only once its gates are gone)."""
+    return {"spec": {"affinity": node_pin(node), "schedulingGates": []}}
 
 
 def build_job(
@@ -176,19 +219,73 @@ def build_job(
     annotations = _pod_annotations(spec, sim)
     if annotations:
         template_meta["annotations"] = annotations
+    job_spec: JSON = {
+        "suspend": suspended,
+        "parallelism": spec.workers,
+        "completions": spec.workers,
+        "backoffLimit": app_settings.backoff_limit(),
+        "podReplacementPolicy": "Failed",
+        "activeDeadlineSeconds": spec.max_runtime_minutes * 60,
+        "ttlSecondsAfterFinished": app_settings.ttl_after_finished_s(),
+        "template": {"metadata": template_meta, "spec": _pod_spec(spec, ids, claims or {})},
+    }
+    if spec.workers > 1:
+        # One worker retried alone would rejoin a collective the others left: any failure fails the
+        # Job, whose controller then stops the other workers.
+        job_spec["completionMode"] = "Indexed"
+        job_spec["backoffLimit"] = 0
     return {
         "apiVersion": "batch/v1",
         "kind": "Job",
         "metadata": {"name": ids.name, "namespace": ids.namespace, "labels": labels},
+        "spec": job_spec,
+    }
+
+
+def _owned_by(job: JSON) -> list[JSON]:
+    """An owner reference to the job's Kubernetes Job: what it owns goes when the Job goes (its TTL,
+    a cancel)."""
+    meta = job["metadata"]
+    return [{"apiVersion": "batch/v1", "kind": "Job", "name": meta["name"], "uid": meta["uid"]}]
+
+
+def build_worker_service(ids: JobIdentity, job: JSON) -> JSON:
+    """The headless Service that gives each worker of a job its DNS name (`worker_host`), ready or not:
+    the rendezvous starts before any worker is ready."""
+    return {
+        "apiVersion": "v1",
+        "kind": "Service",
+        "metadata": {
+            "name": ids.name,
+            "namespace": ids.namespace,
+            "labels": job_labels(ids),
+            "ownerReferences": _owned_by(job),
+        },
         "spec": {
-            "suspend": suspended,
-            "parallelism": 1,
-            "completions": 1,
-            "backoffLimit": app_settings.backoff_limit(),
-            "podReplacementPolicy": "Failed",
-            "activeDeadlineSeconds": spec.max_runtime_minutes * 60,
-            "ttlSecondsAfterFinished": app_settings.ttl_after_finished_s(),
-            "template": {"metadata": template_meta, "spec": _pod_spec(spec, ids, claims or {})},
+            "clusterIP": "None",
+            "selector": {UID_LABEL: str(ids.uid)},
+            "publishNotReadyAddresses": True,
+        },
+    }
+
+
+def build_worker_policy(ids: JobIdentity, job: JSON) -> JSON:
+    """The tenant's default deny, opened between one job's workers, on any port, and nothing else."""
+    workers = [{"podSelector": {"matchLabels": {UID_LABEL: str(ids.uid)}}}]
+    return {
+        "apiVersion": "networking.k8s.io/v1",
+        "kind": "NetworkPolicy",
+        "metadata": {
+            "name": f"{ids.name}-workers",
+            "namespace": ids.namespace,
+            "labels": job_labels(ids),
+            "ownerReferences": _owned_by(job),
+        },
+        "spec": {
+            "podSelector": {"matchLabels": {UID_LABEL: str(ids.uid)}},
+            "policyTypes": ["Ingress", "Egress"],
+            "ingress": [{"from": workers}],
+            "egress": [{"to": workers}],
         },
     }
 

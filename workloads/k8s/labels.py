@@ -7,6 +7,8 @@ from plugin.names import MANAGED_BY_LABEL, MANAGER
 MANAGED_BY = MANAGED_BY_LABEL
 UID_LABEL = "gpuportal.dev/job-uid"
 PROJECT_LABEL = "gpuportal.dev/project"
+# The Job controller's: the worker index of each pod of an Indexed Job (a job of several workers).
+WORKER_INDEX_LABEL = "batch.kubernetes.io/job-completion-index"
 MANAGED_SELECTOR = f"{MANAGED_BY}={MANAGER}"
 # Writes use one field manager, so server-side apply knows which fields are the portal's.
 FIELD_MANAGER = MANAGER

@@ -21,6 +21,18 @@ def pods(namespace: str) -> str:
     return f"/api/v1/namespaces/{namespace}/pods"
 
 
+def pod(namespace: str, name: str) -> str:
+    return f"/api/v1/namespaces/{namespace}/pods/{name}"
+
+
+def services(namespace: str) -> str:
+    return f"/api/v1/namespaces/{namespace}/services"
+
+
+def network_policies(ns: str) -> str:
+    return f"/apis/networking.k8s.io/v1/namespaces/{ns}/networkpolicies"
+
+
 def pod_log(namespace: str, name: str) -> str:
     return f"{pods(namespace)}/{name}/log"
 

@@ -40,7 +40,8 @@ class Job(models.Model):
     command = models.JSONField(default=list, blank=True)
     args = models.JSONField(default=list, blank=True)
     env = models.JSONField(default=list, blank=True, help_text='[{"name": ..., "value": ...}]')
-    gpus = models.PositiveSmallIntegerField(default=0)
+    workers = models.PositiveSmallIntegerField(default=1, validators=[MinValueValidator(1)])
+    gpus = models.PositiveSmallIntegerField(default=0, help_text="Whole GPUs per worker.")
     gpu_type = models.CharField(max_length=80, blank=True)
     mps_slices = models.PositiveSmallIntegerField(default=0)
     cpu_millicores = models.PositiveIntegerField(default=1000)
@@ -88,6 +89,9 @@ class Job(models.Model):
     queue_explanation = models.JSONField(default=dict, blank=True, help_text="Last cycle's Explanation.")
     queue_position = models.PositiveIntegerField(null=True, blank=True, db_index=True)
     planned_node = models.CharField(max_length=253, blank=True, help_text="Node the queue placed it on.")
+    worker_nodes = models.JSONField(
+        default=list, blank=True, help_text="A job of several workers: the node the queue placed each on."
+    )
     preempt_deadline = models.DateTimeField(null=True, blank=True, help_text="Preemption notice ends.")
     preempt_notice_at = models.DateTimeField(null=True, blank=True)
     preempt_for = models.BigIntegerField(
@@ -131,7 +135,10 @@ class Job(models.Model):
         constraints = [
             models.CheckConstraint(
                 condition=~(models.Q(gpus__gt=0) & models.Q(mps_slices__gt=0)), name="job_gpus_or_slices"
-            )
+            ),
+            models.CheckConstraint(
+                condition=models.Q(workers=1) | models.Q(mps_slices=0), name="job_slices_one_worker"
+            ),
         ]
 
     def __str__(self) -> str:
@@ -177,8 +184,15 @@ class Job(models.Model):
 
     @property
     def gpu_equivalent(self) -> float:
-        """Whole GPUs, or MPS slices as fractions of a GPU: the queue's own formula."""
-        return gpu_equivalent(self.gpus, self.mps_slices, app_settings.mps_slices_per_gpu())
+        """Whole GPUs of all workers, or MPS slices as fractions of a GPU: the queue's own formula."""
+        return self.workers * gpu_equivalent(self.gpus, self.mps_slices, app_settings.mps_slices_per_gpu())
+
+    @property
+    def planned_nodes(self) -> list[str]:
+        """The node the queue placed each worker on, by worker index; [] before admission."""
+        if self.worker_nodes:
+            return [str(n) for n in self.worker_nodes]
+        return [self.planned_node] if self.planned_node else []
 
 
 @functools.cache

@@ -43,7 +43,7 @@ def _cap_block(job: PendingJob, ledger: Ledger, lim: Limit) -> Block | None:
     if cap is not None:
         mine = ledger.user(job.project, job.owner)
         for unit, used, need, top in (
-            ("gpus", mine.gpus, job.gpus, cap.gpus),
+            ("gpus", mine.gpus, job.total_gpus, cap.gpus),
             ("slices", mine.slices, job.slices, cap.slices),
             ("jobs", mine.jobs, 1, cap.jobs),
         ):
@@ -63,8 +63,8 @@ def _grants(lim: Limit) -> tuple[tuple[str, int], ...]:
 
 def quota_block(job: PendingJob, ledger: Ledger, lim: Limit) -> Block | None:
     use = ledger.use(job.project)
-    if job.gpus and use.gpus + job.gpus > lim.gpus:
-        numbers = {"used": use.gpus, "limit": lim.gpus, "need": job.gpus, "grants": lim.grant_gpus}
+    if job.gpus and use.gpus + job.total_gpus > lim.gpus:
+        numbers = {"used": use.gpus, "limit": lim.gpus, "need": job.total_gpus, "grants": lim.grant_gpus}
         if job.gpu_type is not None and job.gpu_type in lim.gpu_types:
             # The type's own use and limit: a grant that starts it must cover both (explain's hint).
             numbers["type_used"] = ledger.types.get((job.project, job.gpu_type), 0)
@@ -81,10 +81,11 @@ def resource_block(job: PendingJob, ledger: Ledger, lim: Limit) -> Block | None:
     if not (job.cpu_millicores or job.memory_mib):
         return None
     use = ledger.use(job.project)
-    if lim.cpu is not None and job.cpu_millicores and use.cpu + job.cpu_millicores > lim.cpu:
-        return Block("quota_cpu", {"used": use.cpu, "limit": lim.cpu, "need": job.cpu_millicores})
-    if lim.memory is not None and job.memory_mib and use.memory + job.memory_mib > lim.memory:
-        return Block("quota_memory", {"used": use.memory, "limit": lim.memory, "need": job.memory_mib})
+    cpu, memory = job.cpu_millicores * job.workers, job.memory_mib * job.workers
+    if lim.cpu is not None and cpu and use.cpu + cpu > lim.cpu:
+        return Block("quota_cpu", {"used": use.cpu, "limit": lim.cpu, "need": cpu})
+    if lim.memory is not None and memory and use.memory + memory > lim.memory:
+        return Block("quota_memory", {"used": use.memory, "limit": lim.memory, "need": memory})
     return None
 
 
@@ -95,15 +96,15 @@ def borrow_block(job: PendingJob, ledger: Ledger, lim: Limit) -> Block | None:
     use_g, use_s = (used.gpus, used.slices) if used else (0, 0)
     idle = tot_g - use_g - ledger.pool_reserved.get(lim.cohort, 0)
     idle_s = tot_s - use_s - ledger.pool_reserved_slices.get(lim.cohort, 0)
-    if job.gpus > idle or job.slices > idle_s:
-        numbers = {"idle": max(0, idle_s if job.slices else idle), "need": job.gpus or job.slices}
+    if job.total_gpus > idle or job.slices > idle_s:
+        numbers = {"idle": max(0, idle_s if job.slices else idle), "need": job.total_gpus or job.slices}
         return Block("no_borrow", {**numbers, "slices": 1} if job.slices else numbers)
     return None
 
 
 def _type_ok(job: PendingJob, ledger: Ledger, lim: Limit, gpu_type: str) -> bool:
     top = lim.gpu_types.get(gpu_type)
-    return top is None or ledger.types.get((job.project, gpu_type), 0) + job.gpus <= top
+    return top is None or ledger.types.get((job.project, gpu_type), 0) + job.total_gpus <= top
 
 
 def place_gpus(job: PendingJob, ledger: Ledger, lim: Limit, resources: bool = True) -> Placement | None:
@@ -118,6 +119,51 @@ def place_gpus(job: PendingJob, ledger: Ledger, lim: Limit, resources: bool = Tr
         if best is None or (node.free, name) < best:
             best = (node.free, name)
     return Placement(best[1], job.gpus, ()) if best else None
+
+
+def worker_room(job: PendingJob, node: NodeCap) -> int:
+    """How many of the job's workers the node could host now (at most all of them)."""
+    room = job.workers
+    for free, each in ((node.free, job.gpus), (node.cpu, job.cpu_millicores), (node.memory, job.memory_mib)):
+        if free is not None and each:
+            room = min(room, free // each)
+    return room
+
+
+def place_workers(job: PendingJob, ledger: Ledger, lim: Limit) -> Placement | None:
+    """Every worker of the job on a node of one GPU type, or None: never some of them. The fewest
+    nodes (fullest first), the last one the tightest that still fits; then the GPU type needing the
+    fewest nodes. Each node appears once per worker it hosts, in worker order."""
+    rooms: dict[str, list[tuple[int, str]]] = {}
+    for name, node in ledger.nodes.items():
+        room = worker_room(job, node) if node.serves(job) else 0
+        if room and _type_ok(job, ledger, lim, node.gpu_type):
+            rooms.setdefault(node.gpu_type, []).append((room, name))
+    best: tuple[int, str, list[tuple[int, str]]] | None = None
+    for gpu_type, found in rooms.items():
+        chosen = _fewest_nodes(found, job.workers)
+        if chosen is not None and (best is None or (len(chosen), gpu_type) < best[:2]):
+            best = (len(chosen), gpu_type, chosen)
+    if best is None:
+        return None
+    nodes = tuple(name for room, name in best[2] for _ in range(room))
+    return Placement(nodes[0], job.gpus, (), nodes)
+
+
+def _fewest_nodes(rooms: list[tuple[int, str]], workers: int) -> list[tuple[int, str]] | None:
+    """(workers it takes, node) for the fewest nodes that hold `workers`: the roomiest first, and for
+    the last the one with the least room that still holds the rest (best fit)."""
+    ordered = sorted(rooms, key=lambda r: (-r[0], r[1]))
+    chosen: list[tuple[int, str]] = []
+    left = workers
+    for index, (room, name) in enumerate(ordered):
+        if room >= left:
+            fits = [r for r in ordered[index:] if r[0] >= left]
+            last = min(fits, key=lambda r: (r[0], r[1]))
+            return [*chosen, (left, last[1])]
+        chosen.append((room, name))
+        left -= room
+    return None
 
 
 def place_slices(job: PendingJob, ledger: Ledger, resources: bool = True) -> Placement | None:
@@ -156,8 +202,15 @@ def _node_block(job: PendingJob, ledger: Ledger, lim: Limit) -> Block:
     if job.gpus and job.gpu_type is not None and not _type_ok(job, ledger, lim, job.gpu_type):
         used = ledger.types.get((job.project, job.gpu_type), 0)
         extra = lim.grant_types.get(job.gpu_type, 0)
-        numbers = {"used": used, "limit": lim.gpu_types[job.gpu_type], "need": job.gpus, "grants": extra}
+        numbers = {
+            "used": used,
+            "limit": lim.gpu_types[job.gpu_type],
+            "need": job.total_gpus,
+            "grants": extra,
+        }
         return Block("quota_type", numbers, ((job.gpu_type, extra),) if extra else ())
+    if job.workers > 1:
+        return _workers_block(job, ledger, lim)
     if job.cpu_millicores or job.memory_mib:
         fits_gpus = place_slices(job, ledger, False) if job.slices else place_gpus(job, ledger, lim, False)
         if fits_gpus is not None:
@@ -168,6 +221,25 @@ def _node_block(job: PendingJob, ledger: Ledger, lim: Limit) -> Block:
             return Block("slices_held", {"need": job.slices, "largest": largest, "slices": 1})
         return Block("no_node", {"need": job.slices, "largest": largest, "slices": 1})
     return Block("no_node", {"need": job.gpus, "largest": _largest(ledger, job)})
+
+
+def _workers_block(job: PendingJob, ledger: Ledger, lim: Limit) -> Block:
+    """Not every worker has a place: how many could start now, on how many nodes of the job's kind."""
+    room = {t: 0 for t in {n.gpu_type for n in ledger.nodes.values() if n.serves(job)}}
+    nodes = dict(room)
+    for node in ledger.nodes.values():
+        if node.serves(job) and _type_ok(job, ledger, lim, node.gpu_type):
+            fit = worker_room(job, node)
+            room[node.gpu_type] += fit
+            nodes[node.gpu_type] += 1 if fit else 0
+    most = max(room, key=lambda t: (room[t], nodes[t]), default="")
+    numbers = {
+        "need": job.gpus,
+        "workers": job.workers,
+        "fit": room.get(most, 0),
+        "nodes": nodes.get(most, 0),
+    }
+    return Block("no_node", numbers)
 
 
 def _resources_block(job: PendingJob, ledger: Ledger, lim: Limit) -> Block:
@@ -220,11 +292,14 @@ def attempt(job: PendingJob, ledger: Ledger, borrow: bool) -> Admission | Block:
         no_pool = borrow_block(job, ledger, lim)
         if no_pool is not None:
             return no_pool
-    place = place_slices(job, ledger) if job.slices else place_gpus(job, ledger, lim)
+    if job.workers > 1:
+        place = place_workers(job, ledger, lim)
+    else:
+        place = place_slices(job, ledger) if job.slices else place_gpus(job, ledger, lim)
     if place is None:
         return _node_block(job, ledger, lim)
     ledger.take(job, place)
-    return Admission(job.id, place.node, place.gpus, place.slice_placement, over is not None)
+    return Admission(job.id, place.node, place.gpus, place.slice_placement, over is not None, place.nodes)
 
 
 def project_queues(ordered: list[PendingJob]) -> dict[str, list[PendingJob]]:

@@ -74,9 +74,17 @@ class Limit:
 
 @dataclass(frozen=True)
 class Placement:
+    """Where a job goes: `gpus` per worker on `node`, or on each of `nodes` (a node once per worker it
+    hosts) for a job of several workers."""
+
     node: str
     gpus: int
     slice_placement: tuple[tuple[int, int], ...]
+    nodes: tuple[str, ...] = ()
+
+    @property
+    def worker_nodes(self) -> tuple[str, ...]:
+        return self.nodes or (self.node,)
 
 
 def _active(grant: Grant, now: datetime) -> bool:
@@ -135,34 +143,40 @@ class Ledger:
         return self.pool_used.setdefault(self.limit(project).cohort, Use())
 
     def take(self, job: Job, place: Placement) -> None:
+        for name in place.worker_nodes:
+            node = self.nodes[name]
+            node.free -= place.gpus
+            _node_resources(node, job, -1)
         node = self.nodes[place.node]
-        node.free -= place.gpus
         for idx, n in place.slice_placement:
             node.slices[idx] -= n
         node.tenant(job, +1)
-        _node_resources(node, job, -1)
         self._count(job, node.gpu_type, +1)
 
     def release(self, job: Job, place: Placement) -> None:
-        """Give back a job's GPUs (to its node, unless the node is gone) and its quota."""
+        """Give back a job's GPUs (to its nodes, unless a node is gone) and its quota."""
+        for name in place.worker_nodes:
+            worker_node = self.nodes.get(name)
+            if worker_node is not None:
+                worker_node.free += place.gpus
+                _node_resources(worker_node, job, +1)
         node = self.nodes.get(place.node)
         if node is not None:
-            node.free += place.gpus
             for idx, n in place.slice_placement:
                 node.slices[idx] = node.slices.get(idx, 0) + n
             node.tenant(job, -1)
-            _node_resources(node, job, +1)
         self._count(job, node.gpu_type if node else (job.gpu_type or ""), -1)
 
     def _count(self, job: Job, gpu_type: str, sign: int) -> None:
+        """Quota use of all the job's workers (they share one GPU type: admit.place_workers)."""
         for use in (self.use(job.project), self.user(job.project, job.owner), self.cohort_use(job.project)):
-            use.gpus += sign * job.gpus
+            use.gpus += sign * job.total_gpus
             use.slices += sign * job.slices
             use.jobs += sign
-            use.cpu += sign * job.cpu_millicores
-            use.memory += sign * job.memory_mib
+            use.cpu += sign * job.cpu_millicores * job.workers
+            use.memory += sign * job.memory_mib * job.workers
         key = (job.project, gpu_type)
-        self.types[key] = self.types.get(key, 0) + sign * job.gpus
+        self.types[key] = self.types.get(key, 0) + sign * job.total_gpus
 
     def copy(self) -> Ledger:
         def uses(d: dict[str, Use]) -> dict[str, Use]:
@@ -191,7 +205,7 @@ def _node_resources(node: NodeCap, job: Job, sign: int) -> None:
 
 
 def running_placement(job: RunningJob) -> Placement:
-    return Placement(job.node, job.gpus, job.slice_placement)
+    return Placement(job.node, job.gpus, job.slice_placement, job.nodes)
 
 
 def build_ledger(state: ClusterState, now: datetime) -> Ledger:

@@ -76,4 +76,4 @@ def estimate_starts(
 
 
 def _place(adm: Admission) -> Placement:
-    return Placement(adm.node, adm.gpus, adm.slice_placement)
+    return Placement(adm.node, adm.gpus, adm.slice_placement, adm.nodes)

@@ -50,10 +50,21 @@ def _resource_sentence(block: Block, job: PendingJob) -> str:
     return f"waiting for {what}: no node with {gpus} has {n['need']}{unit} free; the most is {most}{unit}"
 
 
+def _workers_sentence(n: Mapping[str, int]) -> str:
+    """E.g. "needs 4 workers with 4 free GPUs each, each worker on one node: room for 2 now, on 2 nodes"."""
+    nodes = f"{n['nodes']} node{'' if n['nodes'] == 1 else 's'}"
+    return (
+        f"needs {n['workers']} workers with {_size(n['need'], False).replace(' ', ' free ', 1)} each, "
+        f"each worker on one node: room for {n['fit']} now, on {nodes}; none starts until all can"
+    )
+
+
 def sentence(block: Block, job: PendingJob) -> str:
     if block.code in RESOURCE_CODES:
         return _resource_sentence(block, job)
     n = {k: int(v) for k, v in block.numbers.items()}
+    if block.code == "no_node" and "workers" in n:
+        return _workers_sentence(n)
     u = _unit(block.numbers)
     text = {
         "held": "held by an operator",
@@ -89,6 +100,11 @@ def _starts_now(state: ClusterState, now: datetime, job: PendingJob, quota: Proj
 
 
 def _shrink_hint(state: ClusterState, now: datetime, job: PendingJob) -> str | None:
+    if job.workers > 1:
+        for k in range(job.workers - 1, max(0, job.workers - 1 - MAX_SHRINK_TRIES), -1):
+            if _starts_now(state, now, replace(job, workers=k), None):
+                return f"asking {k} worker{'' if k == 1 else 's'} would start now"
+        return None
     size, field = (job.gpus, "gpus") if job.gpus else (job.slices, "slices")
     for k in range(size - 1, max(0, size - 1 - MAX_SHRINK_TRIES), -1):
         smaller = replace(job, gpus=k) if field == "gpus" else replace(job, slices=k)
@@ -137,7 +153,7 @@ def hints(state: ClusterState, now: datetime, job: PendingJob, block: Block) -> 
 
 
 def _ahead_text(ahead: list[PendingJob]) -> tuple[str, tuple[tuple[int, int], ...]]:
-    sizes = Counter((j.gpus or j.slices, bool(j.slices)) for j in ahead)
+    sizes = Counter((j.total_gpus or j.slices, bool(j.slices)) for j in ahead)
     pairs = sorted(sizes.items(), key=lambda kv: (-kv[0][0], kv[0][1]))
     parts = ", ".join(f"{c}x {_size(s, sl)}" for (s, sl), c in pairs)
     word = "job" if len(ahead) == 1 else "jobs"
@@ -149,7 +165,7 @@ def explain_all(state: ClusterState, now: datetime, d: Decision) -> dict[JobId, 
     ledger = build_ledger(state, now)
     by_id = {j.id: j for j in d.ordered}
     for a in d.result.admitted:
-        ledger.take(by_id[a.job_id], Placement(a.node, a.gpus, a.slice_placement))
+        ledger.take(by_id[a.job_id], Placement(a.node, a.gpus, a.slice_placement, a.nodes))
     noticed = replace(state, notices=(*state.notices, *d.reclaimer.notices))
     starts = estimate_starts(noticed, now, d.ordered, d.result.admitted, ledger, d.usage)
     waiting = [j for j in d.ordered if not j.held and j.id not in admitted]
@@ -175,7 +191,8 @@ def _one(
 ) -> Explanation:
     admitted = next((a for a in d.result.admitted if a.job_id == job.id), None)
     if admitted is not None:
-        text = f"starting now on {admitted.node}" + (" on borrowed quota" if admitted.borrowing else "")
+        where = ", ".join(dict.fromkeys(admitted.nodes)) or admitted.node
+        text = f"starting now on {where}" + (" on borrowed quota" if admitted.borrowing else "")
         return Explanation(job.id, "admitted", {}, 0, 0, now, text)
     block = d.result.blocks.get(job.id)
     if job.held:

@@ -17,7 +17,8 @@ JobId = int
 @dataclass(frozen=True)
 class PendingJob:
     """A queued job. Exactly one of `gpus` (whole GPUs on one node) or `slices` (MPS) is > 0.
-    `cpu_millicores` and `memory_mib` are its pod's requests (0: not counted)."""
+    `cpu_millicores` and `memory_mib` are its pod's requests (0: not counted). A job of several
+    `workers` asks each of them that much (slices: one worker only), every worker on one node."""
 
     id: JobId
     project: str
@@ -34,11 +35,18 @@ class PendingJob:
     cpu_millicores: int = 0
     memory_mib: int = 0
     placement: str = ""  # only nodes set apart for this placement fit ("": the ordinary GPU nodes)
+    workers: int = 1
+
+    @property
+    def total_gpus(self) -> int:
+        return self.gpus * self.workers
 
 
 @dataclass(frozen=True)
 class RunningJob:
-    """An admitted or running job. `slice_placement` is ((gpu index on node, slices), ...)."""
+    """An admitted or running job. `slice_placement` is ((gpu index on node, slices), ...).
+    A job of several workers holds `gpus`, CPU and memory on each of `nodes` (one per worker; `node`
+    is the first)."""
 
     id: JobId
     project: str
@@ -54,6 +62,12 @@ class RunningJob:
     slice_placement: tuple[tuple[int, int], ...] = ()
     cpu_millicores: int = 0
     memory_mib: int = 0
+    workers: int = 1
+    nodes: tuple[str, ...] = ()
+
+    @property
+    def total_gpus(self) -> int:
+        return self.gpus * self.workers
 
 
 @dataclass(frozen=True)
@@ -171,13 +185,15 @@ class ClusterState:
 
 @dataclass(frozen=True)
 class Admission:
-    """Admit `job_id` on `node`: whole GPUs count, or MPS slices per shared GPU index."""
+    """Admit `job_id` on `node`: whole GPUs count, or MPS slices per shared GPU index. A job of
+    several workers: `nodes` has each worker's node, by worker index (`node` is the first)."""
 
     job_id: JobId
     node: str
     gpus: int
     slice_placement: tuple[tuple[int, int], ...]
     borrowing: bool
+    nodes: tuple[str, ...] = ()
 
 
 Code = Literal[

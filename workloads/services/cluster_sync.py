@@ -14,6 +14,8 @@ Steps of `job_sync()` (each is idempotent, so a worker killed anywhere is harmle
    and "lost" after a while (services/evidence.py).
    A lost job's Job that shows up again is deleted: its quota was given back.
 3. `spec.suspend` follows the portal: false once admitted (or unknown), true while queued or preempted.
+   A job of several workers: once all its pods exist, each is pinned to its planned node and all are
+   released together (workloads/k8s/workers.py), after its headless Service and NetworkPolicy.
 4. Observe Job conditions and the pod, move the row forward by compare-and-swap.
 5. Finished: keep the last part of the log in the row so it outlives the pod.
 """
@@ -119,6 +121,10 @@ def job_sync(*, job: Job, client: KubeClient) -> None:
     if current is not None and not job.is_terminal:
         current = _suspend_as_now(r, current)
         fault_point("after_suspend_patch")
+        if job.workers > 1 and not r.want_suspended():
+            pods = r.pods() if pods is None else pods
+            if r.release_workers(current, pods):
+                pods = None  # released: observed as they are now
     _observe(r, current, pods)
     outbox_done(job.pk, seen=seen)
 
@@ -139,10 +145,14 @@ def _state_as_now(r: JobReconciler) -> bool:
     """Reload what admission sets (False: the row is gone). Read just before a Job is made or
     (un)suspended, not when this run loaded the job: a preemption committed meanwhile must never be
     answered by a running Job on reclaimed GPUs, and a borrowing job's quota is raised first."""
-    now = Job.objects.filter(pk=r.owner.pk).values_list("state", "planned_node", "borrowing").first()
+    now = (
+        Job.objects.filter(pk=r.owner.pk)
+        .values_list("state", "planned_node", "worker_nodes", "borrowing")
+        .first()
+    )
     if now is None:
         return False
-    r.owner.state, r.owner.planned_node, r.owner.borrowing = now
+    r.owner.state, r.owner.planned_node, r.owner.worker_nodes, r.owner.borrowing = now
     return True
 
 

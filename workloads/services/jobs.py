@@ -23,7 +23,7 @@ from workloads.models import ImageRule, Job, JobEvent, ProjectVolume, QueueSetti
 from workloads.selectors import can_act_on_job
 from workloads.services.publisher import outbox_write
 from workloads.services.transitions import job_transition
-from workloads.spec import JobSpec, SpecLimits, parse_spec, quota_maxima, spec_request
+from workloads.spec import JobSpec, SpecLimits, parse_spec, quota_maxima, quota_totals, spec_request
 
 AUDIT_EXCLUDE = ("log_tail",)
 
@@ -36,6 +36,7 @@ def spec_limits(*, project: Project) -> SpecLimits:
         images=rules,
         volumes=volumes,
         maxima=quota_maxima(quota),
+        totals=quota_totals(quota),
         simulation=app_settings.simulation(),
         real_node=app_settings.real_node_placement(),
     )

@@ -29,10 +29,18 @@ from workloads.services.transitions import job_transition
 NOTICE_FIELDS = ("preempt_deadline", "preempt_notice_at", "preempt_for")
 
 
-def job_admit(*, job_id: int, node: str, borrowing: bool) -> bool:
+def job_admit(*, job_id: int, node: str, borrowing: bool, worker_nodes: Iterable[str] = ()) -> bool:
+    """`worker_nodes`: a job of several workers, each worker's node by index (`node` is the first)."""
     job = Job.objects.select_related("project").get(pk=job_id)
     why = "admitted on borrowed quota (preemptible)" if borrowing else "admitted: quota and a node have room"
-    if not job_transition(job=job, to=JobState.ADMITTED, reason=why, planned_node=node, borrowing=borrowing):
+    if job.workers > 1:
+        why = f"all {job.workers} workers admitted together: quota and nodes have room for each"
+    placed: dict[str, Any] = {
+        "planned_node": node,
+        "worker_nodes": list(worker_nodes),
+        "borrowing": borrowing,
+    }
+    if not job_transition(job=job, to=JobState.ADMITTED, reason=why, **placed):
         return False
     Job.objects.filter(pk=job_id).update(
         queue_front=False, queue_position=None, queue_explanation=explanation_admitted(node, borrowing)
@@ -62,7 +70,7 @@ def requeue_preempted(*, bound: set[str]) -> list[int]:
         if str(job.uid) in bound:
             continue
         if job_transition(job=job, to=JobState.QUEUED, reason="requeued after preemption", queue_front=True):
-            Job.objects.filter(pk=job.pk).update(planned_node="", node="", pod_name="")
+            Job.objects.filter(pk=job.pk).update(planned_node="", worker_nodes=[], node="", pod_name="")
             outbox_write(job.pk)
             out.append(job.pk)
     return out

@@ -4,7 +4,7 @@ API schema (`schema`) and the form's fields (`form`) are imported from their mod
 the pages."""
 
 from workloads.spec.declaration import EnvVar, JobSpec, Simulation, VolumeMount
-from workloads.spec.limits import SpecLimits, quota_maxima
+from workloads.spec.limits import SpecLimits, quota_maxima, quota_totals
 from workloads.spec.parser import parse_spec
 from workloads.spec.request import spec_from_values, spec_request, spec_values
 
@@ -16,6 +16,7 @@ __all__ = [
     "VolumeMount",
     "parse_spec",
     "quota_maxima",
+    "quota_totals",
     "spec_from_values",
     "spec_request",
     "spec_values",

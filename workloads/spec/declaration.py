@@ -30,6 +30,20 @@ ENV_NAME = r"^[A-Za-z_][A-Za-z0-9_]*$"
 # The cluster's, the GPU stack's and the device plugin's own (GPU_PORTAL_DEVICE_IDS says which GPUs a
 # process was given; the node agent reads it to attribute usage).
 RESERVED_ENV_PREFIXES = ("KUBERNETES_", "NVIDIA_", "CUDA_", "GPU_PORTAL_")
+# What each worker of a job of several is told about the others (workloads.k8s.builders.launch_env):
+# such a job's env may not set them.
+LAUNCH_ENV = (
+    "MASTER_ADDR",
+    "MASTER_PORT",
+    "WORLD_SIZE",
+    "NODE_RANK",
+    "RANK",
+    "PET_NNODES",
+    "PET_NODE_RANK",
+    "PET_NPROC_PER_NODE",
+    "PET_MASTER_ADDR",
+    "PET_MASTER_PORT",
+)
 GPU_TYPE = r"^[A-Za-z0-9]([A-Za-z0-9._-]{0,61}[A-Za-z0-9])?$"
 MOUNT_PATH = r"^/[A-Za-z0-9._/-]{0,250}$"
 NO_NUL = r"^[^\x00]*$"  # Postgres text cannot hold NUL
@@ -217,13 +231,32 @@ class JobSpec(Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
             },
         ),
     ] = []
+    workers: Annotated[
+        int,
+        Meta(
+            ge=1,
+            le=QUOTA_CEILING,
+            title="Workers",
+            description=(
+                "Pods that run together, each with the GPUs, CPU and memory below (a training run across "
+                "nodes: torchrun, MPI). All start together or none does; one that fails fails the job."
+            ),
+            examples=[2],
+            extra={
+                HINTS: Hints(
+                    site_maximum=app_settings.max_workers_per_job,
+                    form_help="1 for an ordinary job; more: each worker gets the GPUs below, on one node.",
+                )
+            },
+        ),
+    ] = 1
     gpus: Annotated[
         int,
         Meta(
             ge=0,
             le=QUOTA_CEILING,
             title="GPUs",
-            description="Whole GPUs on one node.",
+            description="Whole GPUs on one node (per worker).",
             examples=[2],
             extra={
                 HINTS: Hints(

@@ -42,7 +42,7 @@ def parse_spec(data: Any, limits: SpecLimits) -> JobSpec:
             errors.add(field.name, invalid_message(field))
     given = {f.name: values.get(f.name, f.default) for f in SPEC_FIELDS}
     for rule in SPEC_RULES:
-        rule(given, errors)
+        rule(given, limits, errors)
     if errors.fields:
         raise ValidationError(errors.fields)
     return JobSpec(**values)

@@ -16,7 +16,7 @@ from typing import Any
 from workloads.choices import Placement
 from workloads.images import allowed_text, image_allowed, parse_image
 from workloads.spec.checks import INVALID, Errors, check, check_list
-from workloads.spec.declaration import RESERVED_ENV_PREFIXES, EnvVar, VolumeMount
+from workloads.spec.declaration import LAUNCH_ENV, RESERVED_ENV_PREFIXES, EnvVar, VolumeMount
 from workloads.spec.fields import SpecField, field_of, fields_of, fits
 from workloads.spec.limits import SpecLimits
 
@@ -149,10 +149,31 @@ FIELD_RULES: dict[str, FieldRule] = {
 }
 
 
-def gpus_or_slices(values: Mapping[str, Any], errors: Errors) -> None:
+def gpus_or_slices(values: Mapping[str, Any], limits: SpecLimits, errors: Errors) -> None:
     if values["gpus"] and values["mps_slices"]:
         errors.add("mps_slices", "Ask for whole GPUs or MPS slices, not both.")
 
 
+def workers(values: Mapping[str, Any], limits: SpecLimits, errors: Errors) -> None:
+    """Several workers: whole GPUs only (an MPS slice cannot span nodes), and all of them together
+    within the project's quota, or the job could never start."""
+    count = values["workers"]
+    if not isinstance(count, int) or count <= 1:
+        return
+    if values["mps_slices"]:
+        errors.add("mps_slices", "MPS slices are for a job of one worker; give each worker whole GPUs.")
+    taken = sorted({e.name for e in values["env"] if isinstance(e, EnvVar)} & set(LAUNCH_ENV))
+    if taken:
+        errors.add("env", f"{', '.join(taken)}: set by the portal for each worker of a job of several.")
+    for name, unit in (("gpus", "GPUs"), ("cpu_millicores", "millicores of CPU"), ("memory_mib", "MiB")):
+        top, each = limits.totals.get(name), values[name]
+        if top is not None and isinstance(each, int) and each * count > top:
+            errors.add(
+                "workers",
+                f"{count} workers of {each} {unit} is {each * count} {unit}, more than this project's "
+                f"quota of {top}: ask for fewer workers or less per worker.",
+            )
+
+
 # Rules across fields: they see every field's value (its default where it was left out or refused).
-SPEC_RULES: tuple[Callable[[Mapping[str, Any], Errors], None], ...] = (gpus_or_slices,)
+SPEC_RULES: tuple[Callable[[Mapping[str, Any], SpecLimits, Errors], None], ...] = (gpus_or_slices, workers)

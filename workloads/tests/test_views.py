@@ -12,6 +12,7 @@ FORM = {
     "project": "alpha",
     "image": IMAGE,
     "gpus": 1,
+    "workers": 1,
     "mps_slices": 0,
     "cpu_millicores": 100,
     "memory_mib": 64,

@@ -13,6 +13,7 @@ from workloads.k8s import builders, labels, paths
 from workloads.k8s.client import KubeClient
 from workloads.k8s.errors import K8sError
 from workloads.k8s.reconcilers.base import NeedsUpdate, Obj, Reconciler
+from workloads.k8s.workers import workers_to_release
 from workloads.models import Job, ProjectVolume
 
 log = logging.getLogger(__name__)
@@ -63,6 +64,21 @@ class JobReconciler(Reconciler[Job]):
                 raise
             log.warning("job %s: node pin refused (%s); unsuspending without it", self.owner.pk, exc)
             return self.client.patch(self.path, {"spec": suspend})
+
+    def release_workers(self, job: Obj, pods: list[Obj]) -> int:
+        """A job of several workers whose pods all exist: make its headless Service and NetworkPolicy
+        (409: there already), then pin each gated worker to its planned node and lift its gate.
+        Returns how many were released."""
+        owner = self.owner
+        release = workers_to_release(pods, owner.planned_nodes, owner.workers)
+        if not release:
+            return 0
+        ids = builders.job_identity(owner)
+        self.client.create(paths.services(owner.namespace), builders.build_worker_service(ids, job))
+        self.client.create(paths.network_policies(owner.namespace), builders.build_worker_policy(ids, job))
+        for name, node in release:
+            self.client.patch(paths.pod(owner.namespace, name), builders.worker_release(node))
+        return len(release)
 
     def pods(self) -> list[Obj]:
         selector = f"{labels.UID_LABEL}={self.owner.uid}"

@@ -1,0 +1,165 @@
+"""Jobs of several workers: one decision for all of them, the fewest nodes, never a part."""
+
+from __future__ import annotations
+
+from collections import Counter
+
+from hypothesis import given, note, settings
+from hypothesis import strategies as st
+
+from workloads.queue import ClusterState, NodeState, PendingJob, ProjectQuota, RunningJob, plan_cycle
+from workloads.queue.tests.factory import at, job, node, running, state
+
+QUOTA = ProjectQuota("a", 64)
+
+
+def test_a_job_of_four_workers_waits_with_the_numbers_while_only_three_nodes_have_room() -> None:
+    nodes = [node(f"n{i}", 4, 4) for i in range(3)] + [node("n3", 2, 4)]
+    s = state([job(1, gpus=4, workers=4)], nodes, [QUOTA])
+    plan = plan_cycle(s, at(1000))
+    assert plan.admit == []
+    e = plan.explanations[1]
+    assert (e.code, dict(e.numbers)) == ("no_node", {"need": 4, "workers": 4, "fit": 3, "nodes": 3})
+    assert e.sentence.startswith("needs 4 workers with 4 free GPUs each, each worker on one node: room for 3")
+
+
+def test_when_the_fourth_node_frees_all_four_workers_are_admitted_in_one_cycle() -> None:
+    nodes = [node(f"n{i}", 4, 4) for i in range(4)]
+    plan = plan_cycle(state([job(1, gpus=4, workers=4)], nodes, [QUOTA]), at(1000))
+    (a,) = plan.admit
+    assert sorted(a.nodes) == ["n0", "n1", "n2", "n3"]
+    assert a.gpus == 4
+    assert a.node == a.nodes[0]
+    assert plan.explanations[1].sentence == "starting now on n0, n1, n2, n3"
+
+
+def test_workers_take_the_fewest_nodes_and_the_last_one_fits_tightest() -> None:
+    nodes = [node("big", 8, 8), node("roomy", 6, 8), node("tight", 2, 8)]
+    plan = plan_cycle(state([job(1, gpus=2, workers=5)], nodes, [QUOTA]), at(1000))
+    (a,) = plan.admit
+    # big holds 4 workers; the fifth goes to the node with the least room that still holds it.
+    assert Counter(a.nodes) == Counter({"big": 4, "tight": 1})
+
+
+def test_all_workers_share_one_gpu_type() -> None:
+    nodes = [node("h1", 4, 4), node("a1", 4, 4, gpu_type="a100"), node("a2", 4, 4, gpu_type="a100")]
+    plan = plan_cycle(state([job(1, gpus=4, workers=2)], nodes, [QUOTA]), at(1000))
+    (a,) = plan.admit
+    assert sorted(a.nodes) == ["a1", "a2"]
+
+
+def test_the_quota_counts_every_worker() -> None:
+    nodes = [node(f"n{i}", 4, 4) for i in range(4)]
+    plan = plan_cycle(state([job(1, gpus=4, workers=4)], nodes, [ProjectQuota("a", 12)]), at(1000))
+    assert plan.admit == []
+    assert dict(plan.explanations[1].numbers) == {"used": 0, "limit": 12, "need": 16, "grants": 0}
+
+
+def test_a_running_job_of_several_workers_holds_quota_for_all_and_frees_every_node_in_the_estimate() -> None:
+    nodes = [node(f"n{i}", 0, 4) for i in range(2)]
+    held = running(50, "a", "n0", 4, workers=2, nodes=("n0", "n1"), max_runtime_s=600)
+    over = plan_cycle(state([job(1, gpus=4, workers=2)], nodes, [ProjectQuota("a", 12)], [held]), at(0))
+    assert dict(over.explanations[1].numbers) == {"used": 8, "limit": 12, "need": 8, "grants": 0}
+    s = state([job(1, gpus=4, workers=2)], nodes, [ProjectQuota("a", 16)], [held])
+    e = plan_cycle(s, at(0)).explanations[1]
+    assert e.code == "no_node"
+    # It started 600 s ago with 600 s to run: both of its nodes free now, so the job can start then.
+    assert e.estimated_start == at(0)
+
+
+def test_fewer_workers_is_hinted_when_it_would_start_now() -> None:
+    nodes = [node(f"n{i}", 4, 4) for i in range(3)]
+    plan = plan_cycle(state([job(1, gpus=4, workers=4)], nodes, [QUOTA]), at(1000))
+    assert plan.explanations[1].hints == ("asking 3 workers would start now",)
+
+
+PROJECTS = ["p0", "p1"]
+
+
+@st.composite
+def clusters(draw: st.DrawFn) -> ClusterState:
+    nodes = [
+        NodeState(
+            f"n{i}",
+            draw(st.sampled_from(["h200", "a100"])),
+            draw(st.integers(0, 4)),
+            4,
+            (),
+            draw(st.booleans()) or i == 0,
+            free_cpu_millicores=draw(st.sampled_from([None, 4000, 16000])),
+        )
+        for i in range(draw(st.integers(1, 6)))
+    ]
+    quotas = [ProjectQuota(p, draw(st.integers(0, 16)), cohort="c") for p in PROJECTS]
+    names = [n.name for n in nodes]
+    running_jobs = []
+    for i in range(draw(st.integers(0, 3))):
+        workers = draw(st.integers(1, 3))
+        placed = tuple(draw(st.sampled_from(names)) for _ in range(workers))
+        running_jobs.append(
+            RunningJob(
+                100 + i,
+                draw(st.sampled_from(PROJECTS)),
+                "bob",
+                placed[0],
+                at(-draw(st.integers(1, 999))),
+                gpus=draw(st.integers(1, 2)),
+                workers=workers,
+                nodes=placed if workers > 1 else (),
+                borrowing=draw(st.booleans()),
+                preemptible=True,
+            )
+        )
+    pending = [
+        PendingJob(
+            i,
+            draw(st.sampled_from(PROJECTS)),
+            "alice",
+            at(i),
+            gpus=draw(st.integers(0, 4)),
+            workers=draw(st.sampled_from([1, 1, 2, 3, 4])),
+            gpu_type=draw(st.sampled_from([None, "h200"])),
+            preemptible=draw(st.booleans()),
+            cpu_millicores=draw(st.sampled_from([0, 2000, 8000])),
+        )
+        for i in range(draw(st.integers(0, 10)))
+    ]
+    return state(pending, nodes, quotas, running_jobs)
+
+
+@settings(max_examples=300, deadline=None, print_blob=True)
+@given(clusters())
+def test_a_cycle_never_admits_part_of_a_job_nor_more_than_a_node_or_a_quota_holds(s: ClusterState) -> None:
+    note(f"the cluster: {s!r}")
+    plan = plan_cycle(s, at(1000))
+    jobs = {j.id: j for j in s.pending}
+    by_name = {n.name: n for n in s.nodes}
+    free = {n.name: n.free_gpus for n in s.nodes}
+    cpu = {n.name: n.free_cpu_millicores for n in s.nodes}
+    used = Counter({p: 0 for p in PROJECTS})
+    for r in s.running:
+        used[r.project] += r.gpus * r.workers
+    own = Counter(used)
+    for a in plan.admit:
+        j = jobs[a.job_id]
+        placed = a.nodes or (a.node,)
+        assert len(placed) == j.workers, "a job started with fewer workers than it asked for"
+        assert a.node == placed[0]
+        assert len({by_name[n].gpu_type for n in placed}) == 1, "workers on GPUs of several types"
+        for name in placed:
+            assert by_name[name].schedulable
+            assert j.gpu_type in (None, by_name[name].gpu_type)
+            free[name] -= j.gpus
+            if cpu[name] is not None:
+                cpu[name] = int(cpu[name] or 0) - j.cpu_millicores
+        used[j.project] += j.total_gpus
+        if not a.borrowing:
+            own[j.project] += j.total_gpus
+            assert own[j.project] <= s.quotas[j.project].gpus or not j.total_gpus
+    assert all(v >= 0 for v in free.values()), "a node was over-booked"
+    assert all(v is None or v >= 0 for v in cpu.values()), "a node's CPU was over-booked"
+    if any(a.borrowing for a in plan.admit):
+        assert sum(used.values()) <= sum(q.gpus for q in s.quotas.values())
+    for e in plan.explanations.values():
+        if e.code == "no_node" and "workers" in e.numbers:
+            assert e.numbers["fit"] < e.numbers["workers"]

@@ -1,0 +1,167 @@
+"""Jobs of several workers through the database path (fake cluster): the spec's rules, one admission
+for all workers, the Indexed Job and its gated pods released together, the Service and the policy.
+The real cluster's versions are in tests/workloads_e2e/test_workers_cluster.py."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+from django.core.exceptions import ValidationError
+
+from accounts.models import Quota
+from tests.fixtures.personas import World
+from workloads.admission.cycle import admission_cycle
+from workloads.k8s import builders, paths
+from workloads.k8s.builders import WORKER_GATE
+from workloads.k8s.labels import UID_LABEL, WORKER_INDEX_LABEL
+from workloads.k8s.workers import workers_to_release
+from workloads.models import Job
+from workloads.services import cluster_sync
+from workloads.services import jobs as services
+from workloads.tests.conftest import IMAGE
+from workloads.tests.fakes import FakeKube, fake_node
+
+pytestmark = pytest.mark.django_db
+
+
+def submit(world: World, **spec: Any) -> Job:
+    data = {"image": IMAGE, "gpus": 4, "workers": 2, **spec}
+    return services.job_submit(actor=world.member, project=world.alpha, data=data)
+
+
+def errors_of(world: World, **spec: Any) -> dict[str, list[str]]:
+    with pytest.raises(ValidationError) as caught:
+        submit(world, **spec)
+    return caught.value.message_dict
+
+
+def gated_pod(job: Job, index: int, **extra: Any) -> dict[str, Any]:
+    labels = {UID_LABEL: str(job.uid), WORKER_INDEX_LABEL: str(index)}
+    return {
+        "metadata": {"name": f"{job.k8s_name}-{index}-x", "labels": labels, **extra},
+        "spec": {
+            "schedulingGates": [{"name": WORKER_GATE}],
+            "containers": [{"resources": {"requests": {"nvidia.com/gpu": str(job.gpus)}}}],
+        },
+        "status": {"phase": "Pending"},
+    }
+
+
+def make_pods(fake: FakeKube, job: Job, indices: range) -> None:
+    for index in indices:
+        pod = gated_pod(job, index)
+        fake.objects[f"{paths.pods(job.namespace)}/{pod['metadata']['name']}"] = pod
+
+
+def test_several_workers_take_whole_gpus_within_the_quota_and_leave_the_launch_names_alone(
+    jobs_world: World,
+) -> None:
+    Quota.objects.filter(project=jobs_world.alpha).update(gpus=8)
+    assert (
+        "MPS slices are for a job of one worker"
+        in errors_of(jobs_world, gpus=0, mps_slices=1)["mps_slices"][0]
+    )
+    (message,) = errors_of(jobs_world, workers=3)["workers"]
+    assert message.startswith("3 workers of 4 GPUs is 12 GPUs, more than this project's quota of 8")
+    env = {"MASTER_ADDR": "evil", "EPOCHS": "3"}
+    assert errors_of(jobs_world, env=env)["env"] == [
+        "MASTER_ADDR: set by the portal for each worker of a job of several."
+    ]
+    assert "workers" in errors_of(jobs_world, workers=17)
+    assert submit(jobs_world, env={"MASTER_ADDR": "mine"}, workers=1).workers == 1  # one worker: its own
+
+
+def test_the_queue_admits_all_workers_in_one_decision_and_reserves_each_planned_node(
+    jobs_world: World, fake_kube: FakeKube
+) -> None:
+    Quota.objects.filter(project=jobs_world.alpha).update(gpus=17)
+    fake_kube.nodes = [fake_node(f"n{i}") for i in range(3)]
+    big = submit(jobs_world, workers=4)
+    assert admission_cycle() == []
+    big.refresh_from_db()
+    assert big.queue_explanation["numbers"] == {"need": 4, "workers": 4, "fit": 3, "nodes": 3}
+    assert not fake_kube.objects or all("/pods/" not in p for p in fake_kube.objects)
+    fake_kube.nodes.append(fake_node("n3"))
+    assert admission_cycle() == [big.pk]
+    big.refresh_from_db()
+    assert sorted(big.planned_nodes) == ["n0", "n1", "n2", "n3"]
+    assert big.planned_node == big.planned_nodes[0]
+    # Admitted, no pod bound yet: every planned node is reserved, so a small job finds none.
+    small = submit(jobs_world, workers=1, gpus=1)
+    assert admission_cycle() == []
+    small.refresh_from_db()
+    assert small.queue_explanation["code"] == "no_node"
+
+
+def test_gated_workers_are_released_together_once_all_exist_with_their_service_and_policy(
+    jobs_world: World, fake_kube: FakeKube
+) -> None:
+    fake_kube.nodes = [fake_node("n0"), fake_node("n1")]
+    job = submit(jobs_world)
+    assert admission_cycle() == [job.pk]
+    job.refresh_from_db()
+    cluster_sync.job_reconcile(job_id=job.pk, client=fake_kube)
+    made = fake_kube.objects[paths.job(job.namespace, job.k8s_name)]
+    assert made["spec"]["completionMode"] == "Indexed"
+    assert made["spec"]["suspend"] is False
+    made["metadata"]["uid"] = "k8s-uid-1"  # what the API server gives the Job
+
+    make_pods(fake_kube, job, range(1))  # the Job controller has made one of two so far
+    cluster_sync.job_reconcile(job_id=job.pk, client=fake_kube)
+    assert not [c for c in fake_kube.calls if c[0] == "PATCH" and "/pods/" in c[1]]
+    assert f"{paths.services(job.namespace)}/{job.k8s_name}" not in fake_kube.objects
+
+    make_pods(fake_kube, job, range(1, 2))
+    cluster_sync.job_reconcile(job_id=job.pk, client=fake_kube)
+    service = fake_kube.objects[f"{paths.services(job.namespace)}/{job.k8s_name}"]
+    assert service["spec"]["clusterIP"] == "None"
+    assert service["metadata"]["ownerReferences"][0]["uid"] == "k8s-uid-1"
+    policy = fake_kube.objects[f"{paths.network_policies(job.namespace)}/{job.k8s_name}-workers"]
+    assert policy["spec"]["ingress"] == [
+        {"from": [{"podSelector": {"matchLabels": {UID_LABEL: str(job.uid)}}}]}
+    ]
+    for index in range(2):
+        pod = fake_kube.objects[f"{paths.pods(job.namespace)}/{job.k8s_name}-{index}-x"]
+        assert pod["spec"]["schedulingGates"] == []
+        assert pod["spec"]["affinity"] == builders.node_pin(job.planned_nodes[index])
+
+
+def test_only_gated_live_workers_with_every_index_present_are_released() -> None:
+    job = Job(workers=3)
+    pods = [gated_pod(job, i) for i in range(3)]
+    planned = ["a", "b", "c"]
+    assert [node for _, node in workers_to_release(pods, planned, 3)] == ["a", "b", "c"]
+    assert workers_to_release(pods[:2], planned, 3) == []
+    assert workers_to_release(pods, planned[:2], 3) == []
+    leaving = [*pods[:2], gated_pod(job, 2, deletionTimestamp="2026-12-07T00:00:00Z")]
+    assert workers_to_release(leaving, planned, 3) == []
+    pods[0]["spec"]["schedulingGates"] = []
+    assert [node for _, node in workers_to_release(pods, planned, 3)] == ["b", "c"]
+
+
+def test_a_job_of_several_workers_is_an_indexed_job_with_launch_wiring() -> None:
+    from workloads.spec import JobSpec
+
+    spec = JobSpec(image=IMAGE, gpus=2, workers=3, env=[])
+    ids = builders.JobIdentity(
+        uid=__import__("uuid").UUID(int=7), name="job-x", namespace="gp-a", project="a", posix_id=5000
+    )
+    job = builders.build_job(spec, ids, simulation=False)
+    assert (job["spec"]["parallelism"], job["spec"]["completions"], job["spec"]["backoffLimit"]) == (3, 3, 0)
+    pod = job["spec"]["template"]["spec"]
+    assert pod["subdomain"] == "job-x"
+    assert pod["schedulingGates"] == [{"name": WORKER_GATE}]
+    env = {e["name"]: e for e in pod["containers"][0]["env"]}
+    assert env["MASTER_ADDR"]["value"] == env["PET_MASTER_ADDR"]["value"] == "job-x-0.job-x"
+    assert (env["WORLD_SIZE"]["value"], env["PET_NNODES"]["value"], env["PET_NPROC_PER_NODE"]["value"]) == (
+        "3",
+        "3",
+        "2",
+    )
+    rank = f"metadata.annotations['{WORKER_INDEX_LABEL}']"
+    assert env["RANK"]["valueFrom"]["fieldRef"]["fieldPath"] == rank
+    assert env["NODE_RANK"] == {"name": "NODE_RANK", **env["RANK"]} | {"name": "NODE_RANK"}
+    one = builders.build_job(JobSpec(image=IMAGE, gpus=2), ids, simulation=False)
+    assert "completionMode" not in one["spec"]
+    assert "schedulingGates" not in one["spec"]["template"]["spec"]
