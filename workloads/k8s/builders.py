@@ -318,7 +318,8 @@ def build_resource_quota(
         "requests.cpu": f"{quota.cpu_millicores}m",
         "requests.memory": f"{quota.memory_mib}Mi",
         "limits.memory": f"{quota.memory_mib}Mi",
-        "pods": str(quota.max_concurrent_jobs),
+        # Every worker of a job is a pod; the queue counts the job once.
+        "pods": str(quota.max_concurrent_jobs * app_settings.max_workers_per_job()),
         "count/jobs.batch": str(app_settings.namespace_max_jobs()),
     }
     return {

@@ -159,7 +159,7 @@ def test_resource_quota_mirrors_the_project_quota() -> None:
             "requests.cpu": "16000m",
             "requests.memory": "65536Mi",
             "limits.memory": "65536Mi",
-            "pods": "5",
+            "pods": "80",  # 5 jobs of up to 16 workers
             "count/jobs.batch": "10000",
         }
     }
