@@ -368,7 +368,11 @@ def test_the_worker_releases_a_gated_worker_and_makes_only_that_jobs_service_and
         return as_worker(release, "create", "-f", "-", stdin=json.dumps(doc))
 
     service, policy = builders.build_worker_service(ids, owner), builders.build_worker_policy(ids, owner)
-    exposed = {**service, "spec": {**service["spec"], "type": "NodePort", "clusterIP": ""}}
+    ports = [{"port": 29500}]
+    exposed = {
+        **service,
+        "spec": {"selector": service["spec"]["selector"], "type": "NodePort", "ports": ports},
+    }
     assert "only a job's headless Service" in create(exposed)
     wider = json.loads(json.dumps(policy))
     wider["spec"]["ingress"][0]["from"].append({"ipBlock": {"cidr": "0.0.0.0/0"}})

@@ -35,6 +35,7 @@ def event(name: str, uid: str = "e1", count: int = 1) -> dict[str, Any]:
 def test_event_projection_keeps_only_job_objects() -> None:
     uid = "12345678-1234-5678-1234-567812345678"
     assert event_projection(event(f"job-{uid}-abcde"))["job_uid"] == uid  # type: ignore[index]
+    assert event_projection(event(f"job-{uid}-3-abcde"))["job_uid"] == uid  # type: ignore[index]
     assert event_projection(event("someone-else")) is None
 
 

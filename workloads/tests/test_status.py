@@ -55,3 +55,26 @@ def test_failed_condition_carries_reason_and_exit_code() -> None:
 
 def test_failed_pod_without_job_condition_is_not_yet_failure() -> None:
     assert observe(job(), [pod("Failed", 3)]).state == JobState.RUNNING
+
+
+def worker(index: int, phase: str, exit_code: int | None = None, created: str = "10:00") -> dict[str, Any]:
+    made = pod(phase, exit_code)
+    made["metadata"] = {
+        "name": f"job-x-{index}-abc",
+        "creationTimestamp": f"2026-11-30T{created}:00Z",
+        "labels": {"batch.kubernetes.io/job-completion-index": str(index)},
+    }
+    return made
+
+
+def test_a_failed_worker_speaks_for_a_job_of_several_else_the_first_worker() -> None:
+    cond = {"type": "Failed", "status": "True", "reason": "BackoffLimitExceeded"}
+    pods = [
+        worker(0, "Running", created="10:00"),
+        worker(1, "Failed", 1),
+        worker(2, "Running", created="10:05"),
+    ]
+    obs = observe(job([cond]), pods)
+    assert (obs.state, obs.exit_code, obs.pod_name) == (JobState.FAILED, 1, "job-x-1-abc")
+    running = observe(job(), [worker(1, "Running", created="10:05"), worker(0, "Running")])
+    assert (running.state, running.pod_name) == (JobState.RUNNING, "job-x-0-abc")

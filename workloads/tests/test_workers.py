@@ -165,3 +165,24 @@ def test_a_job_of_several_workers_is_an_indexed_job_with_launch_wiring() -> None
     one = builders.build_job(JobSpec(image=IMAGE, gpus=2), ids, simulation=False)
     assert "completionMode" not in one["spec"]
     assert "schedulingGates" not in one["spec"]["template"]["spec"]
+
+
+def test_the_form_submits_workers_and_the_page_shows_where_each_runs(
+    jobs_world: World, fake_kube: FakeKube
+) -> None:
+    from tests.fixtures.personas import session_client
+    from workloads.tests.test_views import FORM
+
+    fake_kube.nodes = [fake_node("n0"), fake_node("n1")]
+    client = session_client(jobs_world.member)
+    form = client.get("/jobs/submit/").content.decode()
+    assert 'name="workers"' in form
+    response = client.post("/jobs/submit/", {**FORM, "workers": 2, "gpus": 4})
+    assert response.status_code == 302
+    job = Job.objects.get()
+    assert (job.workers, job.gpus) == (2, 4)
+    assert admission_cycle() == [job.pk]
+    page = client.get(f"/jobs/{job.uid}/").content.decode()
+    assert "2, all started together: " in page
+    assert "0 on <code>n0</code>" in page and "1 on <code>n1</code>" in page
+    assert "each worker: 4 GPUs" in page
