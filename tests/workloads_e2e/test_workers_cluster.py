@@ -95,7 +95,8 @@ def test_a_job_of_four_workers_starts_all_or_nothing_and_fails_as_one(
             index = int(pod["metadata"]["labels"][WORKER_INDEX_LABEL])
             assert pod["spec"]["nodeName"] == big.planned_nodes[index]
         service = kube.get(f"{paths.services(big.namespace)}/{big.k8s_name}")
-        assert service is not None and service["spec"]["clusterIP"] == "None"
+        assert service is not None
+        assert service["spec"]["clusterIP"] == "None"
 
         victim = sorted(p["metadata"]["name"] for p in pods)[1]
         fail = {"metadata": {"annotations": {SIM_EXIT_CODE: "1", SIM_DELAY: "1s"}}}

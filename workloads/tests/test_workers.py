@@ -184,5 +184,6 @@ def test_the_form_submits_workers_and_the_page_shows_where_each_runs(
     assert admission_cycle() == [job.pk]
     page = client.get(f"/jobs/{job.uid}/").content.decode()
     assert "2, all started together: " in page
-    assert "0 on <code>n0</code>" in page and "1 on <code>n1</code>" in page
+    assert "0 on <code>n0</code>" in page
+    assert "1 on <code>n1</code>" in page
     assert "each worker: 4 GPUs" in page
