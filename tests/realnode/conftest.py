@@ -37,6 +37,7 @@ from plugin.registration import DEFAULT_PLUGIN_DIR
 from plugin.sim.nvml import SimNvml
 from tests.cluster.helpers import wait_for
 from tests.fixtures.personas import World
+from tests.realnode.images import load_train_image
 from tests.workloads_e2e.conftest import portal_kube_client
 from workloads.k8s.client import RealKubeClient
 from workloads.models import ImageRule
@@ -170,3 +171,16 @@ def slow_container_start(node_plugin: NodePlugin) -> Iterator[None]:
         yield
     finally:
         node_plugin.allocate_delay.seconds = 0.0
+
+
+@pytest.fixture(scope="session")
+def _train_image_loaded(real_node: RealNode) -> str:
+    return load_train_image(real_node)
+
+
+@pytest.fixture
+def train_image(_train_image_loaded: str, portal_on_real_node: RealKubeClient, world: World) -> str:
+    """The training image (python3-torch) in the node's containerd, allowed in alpha."""
+    registry, _, rest = _train_image_loaded.partition("/")
+    ImageRule.objects.create(project=world.alpha, registry=registry, repository=rest.rsplit(":", 1)[0])
+    return _train_image_loaded

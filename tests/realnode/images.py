@@ -15,6 +15,7 @@ STORE_IMAGES_SCRIPT = DEPLOY_DIR / "realnode" / "store-images.sh"
 # The stand-ins for the chart's Docker Hub data stores (store-images.sh).
 POSTGRES_IMAGE = "gpuportal.local/postgres:15"
 REDIS_IMAGE = "gpuportal.local/redis:7"
+TRAIN_IMAGE = "gpuportal.local/train:1"  # python3-torch, for jobs of several workers
 
 
 def _built(name: str) -> dict[str, str]:
@@ -72,8 +73,19 @@ def load_rebuilt_image(node: RealNode, name: str, revision: str) -> str:
     return ref
 
 
-def load_store_images(node: RealNode) -> None:
+def _store_images() -> Path:
     out = subprocess.run(["bash", str(STORE_IMAGES_SCRIPT)], capture_output=True, text=True, check=False)
     assert out.returncode == 0, f"the store images: {out.stderr.strip()[-2000:]}"
-    for archive in sorted(Path(out.stdout.strip().splitlines()[-1]).glob("*.tar")):
-        node.import_image(archive)
+    return Path(out.stdout.strip().splitlines()[-1])
+
+
+def load_store_images(node: RealNode) -> None:
+    built = _store_images()
+    for name in ("postgres", "redis"):
+        node.import_image(built / f"{name}.tar")
+
+
+def load_train_image(node: RealNode) -> str:
+    """The training image (store-images.sh) into containerd; returns its reference."""
+    node.import_image(_store_images() / "train.tar")
+    return TRAIN_IMAGE

@@ -22,8 +22,10 @@ Steps of `job_sync()` (each is idempotent, so a worker killed anywhere is harmle
 
 from __future__ import annotations
 
+import functools
 import logging
 import re
+from collections.abc import Callable
 from datetime import datetime
 from typing import Any
 
@@ -256,23 +258,49 @@ def _apply_observation(job: Job, obs: Observation) -> None:
 
 
 def capture_log(r: JobReconciler) -> None:
-    """Keep the end of the pod's log (app_settings.log_tail_bytes) in the row."""
+    """Keep the end of the pod's log (app_settings.log_tail_bytes) in the row; for a job of several
+    workers, the end of each worker's, worker 0 first, each under a header, sharing the bytes."""
     job = r.owner
     text, truncated = "", False
-    if job.pod_name:
-        try:
-            data, truncated = r.log_tail(app_settings.log_tail_bytes())
-        except K8sError as exc:
-            if exc.status not in (400, 404):  # the node may be back later: the sweep retries
-                log.warning("log of %s not readable yet: %s", job, exc)
-                return
-            data = b""
-        # Postgres text cannot hold NUL, which a program may well print: kept as U+FFFD.
-        text = data.decode(errors="replace").replace("\x00", "\ufffd")
+    try:
+        if job.workers > 1:
+            text, truncated = _worker_logs(r)
+        elif job.pod_name:
+            data, truncated = _readable(functools.partial(r.log_tail, app_settings.log_tail_bytes()))
+            text = _text(data)
+    except K8sError as exc:  # the node may be back later: the sweep retries
+        log.warning("log of %s not readable yet: %s", job, exc)
+        return
     Job.objects.filter(pk=job.pk).filter(Q(log_captured=False)).update(
         log_tail=text, log_truncated=truncated, log_captured=True
     )
     job.log_captured = True
+
+
+def _readable(read: Callable[[], tuple[bytes, bool]]) -> tuple[bytes, bool]:
+    """A log as read; none where the pod has none (400, 404: never started, or gone)."""
+    try:
+        return read()
+    except K8sError as exc:
+        if exc.status not in (400, 404):
+            raise
+        return b"", False
+
+
+def _text(data: bytes) -> str:
+    # Postgres text cannot hold NUL, which a program may well print: kept as U+FFFD.
+    return data.decode(errors="replace").replace("\x00", "\ufffd")
+
+
+def _worker_logs(r: JobReconciler) -> tuple[str, bool]:
+    pods = r.worker_pods()
+    share = app_settings.log_tail_bytes() // max(1, r.owner.workers)
+    parts, cut = [], False
+    for index, pod in pods:
+        data, truncated = _readable(functools.partial(r.pod_log_tail, pod, share))
+        parts.append(f"==> worker {index} ({pod}) <==\n{_text(data)}")
+        cut = cut or truncated
+    return "\n".join(parts), cut
 
 
 def _capture_before_delete(r: JobReconciler) -> None:

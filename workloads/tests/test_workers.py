@@ -187,3 +187,22 @@ def test_the_form_submits_workers_and_the_page_shows_where_each_runs(
     assert "0 on <code>n0</code>" in page
     assert "1 on <code>n1</code>" in page
     assert "each worker: 4 GPUs" in page
+
+
+def test_the_log_kept_of_a_job_of_several_workers_has_each_worker_first_to_last(
+    jobs_world: World, fake_kube: FakeKube
+) -> None:
+    fake_kube.nodes = [fake_node("n0"), fake_node("n1")]
+    job = submit(jobs_world)
+    admission_cycle()
+    cluster_sync.job_reconcile(job_id=job.pk, client=fake_kube)
+    make_pods(fake_kube, job, range(2))
+    for index, text in ((1, b"rank 1 ready\nsum 3\n"), (0, b"rank 0 ready\nsum 3\n")):
+        fake_kube.logs[paths.pod_log(job.namespace, f"{job.k8s_name}-{index}-x")] = text
+    job.refresh_from_db()
+    cluster_sync.capture_log(cluster_sync.JobReconciler(job, fake_kube, claims={}))
+    job.refresh_from_db()
+    assert job.log_tail == (
+        f"==> worker 0 ({job.k8s_name}-0-x) <==\nrank 0 ready\nsum 3\n\n"
+        f"==> worker 1 ({job.k8s_name}-1-x) <==\nrank 1 ready\nsum 3\n"
+    )

@@ -7,9 +7,12 @@
 #                                 stopped with SIGINT like it (a fast shutdown: SIGTERM waits for
 #                                 every client to leave, and the kubelet's grace ends in SIGKILL)
 #   gpuportal.local/redis:7       redis-server (the chart gives its command)
-# Both run as uid 999, as the official images and the chart's pod security context do.
+# Both run as uid 999, as the official images and the chart's pod security context do. Beside them:
+#   gpuportal.local/train:1       Debian's python3-torch (a CPU build: PyPI's wheels pull the CUDA
+#                                 libraries) with torchrun, for the real node's jobs of several workers
 # Cached in $GPUPORTAL_CACHE/realnode-images/stores-<key of the two scripts>; prints that folder.
-# Needs root (mmdebstrap's root mode). Only the chart's real-node test loads them.
+# Needs root (mmdebstrap's root mode). The chart's real-node test loads the stores, the workers' test
+# the training image.
 set -euo pipefail
 HERE=$(cd "$(dirname "$0")" && pwd)
 CACHE=${GPUPORTAL_CACHE:-$HOME/.cache/gpuportal}/realnode-images
@@ -26,12 +29,15 @@ if [ -n "${GPUPORTAL_NETNS:-}" ]; then
 fi
 log() { echo "[store-images] $*" >&2; }
 
-# Inside mmdebstrap's root $1, after the packages: the store's user takes uid 999 (initdb refuses
-# to run as a uid without a name), and the cluster Debian's postinst made goes (PGDATA holds ours).
+# Inside mmdebstrap's root $1, after the packages: the store's user $2 takes uid 999 (initdb refuses
+# to run as a uid without a name; "-": none), and the cluster Debian's postinst made goes (PGDATA
+# holds ours).
 store_hook() {
   local dir=$1 user=$2
-  sed -i "s/^$user:x:[0-9]*:[0-9]*:/$user:x:$STORE_UID:$STORE_UID:/" "$dir/etc/passwd"
-  sed -i "s/^$user:x:[0-9]*:/$user:x:$STORE_UID:/" "$dir/etc/group"
+  if [ "$user" != - ]; then
+    sed -i "s/^$user:x:[0-9]*:[0-9]*:/$user:x:$STORE_UID:$STORE_UID:/" "$dir/etc/passwd"
+    sed -i "s/^$user:x:[0-9]*:/$user:x:$STORE_UID:/" "$dir/etc/group"
+  fi
   rm -rf "$dir/etc/postgresql/"* "$dir/var/lib/postgresql/"* "$dir"/var/log/* "$dir/etc/redis/"*
   : >"$dir/etc/resolv.conf"
   : >"$dir/etc/hostname"
@@ -41,7 +47,7 @@ store_hook() {
 make_root() {
   local name=$1 tar=$2 user
   shift 2
-  user=$([ "$name" = postgres ] && echo postgres || echo redis)
+  case $name in postgres | redis) user=$name ;; *) user=- ;; esac
   mmdebstrap --quiet --variant=essential --hook-dir=/usr/share/mmdebstrap/hooks/merged-usr \
     --include="$(IFS=,; echo "$*")" --aptopt='APT::Install-Recommends "false"' \
     --dpkgopt='path-exclude=/usr/share/doc/*' --dpkgopt='path-exclude=/usr/share/man/*' \
@@ -83,6 +89,9 @@ main() {
   make_root redis "$WORK/redis.tar" redis-server
   make_image redis 7 "$WORK/redis.tar" --config.env PATH=/usr/sbin:/usr/bin:/sbin:/bin \
     --config.cmd redis-server --config.exposedports 6379/tcp
+  make_root train "$WORK/train.tar" python3-torch
+  make_image train 1 "$WORK/train.tar" --config.env PATH=/usr/bin:/bin --config.env HOME=/tmp \
+    --config.env LANG=C.UTF-8
   touch "$OUT.tmp/done"
   rm -rf "$OUT" && mv "$OUT.tmp" "$OUT"
   echo "$OUT"

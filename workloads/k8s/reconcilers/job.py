@@ -13,7 +13,7 @@ from workloads.k8s import builders, labels, paths
 from workloads.k8s.client import KubeClient
 from workloads.k8s.errors import K8sError
 from workloads.k8s.reconcilers.base import NeedsUpdate, Obj, Reconciler
-from workloads.k8s.workers import workers_to_release
+from workloads.k8s.workers import workers_index, workers_to_release
 from workloads.models import Job, ProjectVolume
 
 log = logging.getLogger(__name__)
@@ -84,6 +84,22 @@ class JobReconciler(Reconciler[Job]):
         selector = f"{labels.UID_LABEL}={self.owner.uid}"
         body = self.client.get(paths.pods(self.owner.namespace), {"labelSelector": selector})
         return list((body or {}).get("items") or [])
+
+    def worker_pods(self) -> list[tuple[int, str]]:
+        """(worker index, pod name) of the newest pod of each worker, worker 0 first."""
+        newest: dict[int, Obj] = {}
+        for pod in self.pods():
+            index = workers_index(pod)
+            stamp = str((pod.get("metadata") or {}).get("creationTimestamp") or "")
+            had = newest.get(index)
+            if index is not None and (had is None or stamp > str(had["metadata"].get("creationTimestamp") or "")):
+                newest[index] = pod
+        return [(index, str(newest[index]["metadata"]["name"])) for index in sorted(newest)]
+
+    def pod_log_tail(self, pod: str, limit: int) -> tuple[bytes, bool]:
+        """The last `limit` bytes of a pod's main container log (K8sError 400/404: no log)."""
+        path = paths.pod_log(self.owner.namespace, pod)
+        return self.client.read_tail(path, {"container": "main"}, limit)
 
     def log_tail(self, limit: int) -> tuple[bytes, bool]:
         """The last `limit` bytes of the main container's log and whether more came before them

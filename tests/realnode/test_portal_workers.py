@@ -1,0 +1,133 @@
+"""Portal jobs of several workers on the real node: real containers find each other through the job's
+headless Service (CoreDNS), reach each other through the tenant's default deny (kube-router's
+firewall enforces the job's own policy), while another job of the same project cannot; torchrun's
+rendezvous and a gloo all-reduce over the pod network; a worker that exits 1 fails the job and stops
+the other. The reconcile task and the admission cycle are called inline, as in tests/workloads_e2e."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from deploy.localcluster.realnode import RealNode
+from tests.fixtures.personas import World
+from tests.realnode.helpers import submit_real
+from tests.realnode.probes import Try, outcomes, shell_script
+from tests.workloads_e2e.procs import wait_for
+from tests.workloads_e2e.test_job_lifecycle import drive
+from workloads.choices import JobState
+from workloads.k8s import paths
+from workloads.k8s.client import RealKubeClient
+from workloads.k8s.labels import UID_LABEL, WORKER_INDEX_LABEL
+from workloads.models import Job
+from workloads.services import jobs as services
+
+pytestmark = pytest.mark.django_db
+PORT = 8080
+
+# Worker 0 serves a page; worker 1 looks worker 0 up by the name it was given and fetches the page.
+SERVE_AND_FETCH = f"""
+if [ "$RANK" = 0 ]; then
+  mkdir -p /tmp/www && echo reached >/tmp/www/index.html
+  httpd -f -p {PORT} -h /tmp/www & trap 'exit 143' TERM; sleep 600 & wait
+fi
+name="$MASTER_ADDR.$NAMESPACE.svc.cluster.local"
+i=0
+until ip=$(nslookup "$name" 2>/dev/null | sed -n 's/^Address: *\\([0-9.]*\\)$/\\1/p' | tail -n 1) &&
+    [ -n "$ip" ] &&
+    printf 'GET / HTTP/1.0\\r\\n\\r\\n' | nc -w 3 "$ip" {PORT} | busybox grep -q reached; do
+  i=$((i+1)); [ $i -ge 60 ] && {{ echo "worker 0 not reached as $name"; exit 1; }}; sleep 1
+done
+echo "worker $RANK of $WORLD_SIZE reached worker 0 ($name, $ip) after $i s"
+"""
+
+
+def worker_pods(kube: RealKubeClient, job: Job) -> dict[int, dict[str, Any]]:
+    query = {"labelSelector": f"{UID_LABEL}={job.uid}"}
+    pods = (kube.get(paths.pods(job.namespace), query) or {}).get("items") or []
+    return {int(p["metadata"]["labels"][WORKER_INDEX_LABEL]): p for p in pods}
+
+
+def pod_log(kube: RealKubeClient, job: Job, pod: dict[str, Any]) -> str:
+    return kube.read_bytes(paths.pod_log(job.namespace, pod["metadata"]["name"])).decode()
+
+
+def test_workers_reach_each_other_by_name_and_another_job_of_the_project_cannot(
+    portal_on_real_node: RealKubeClient, real_node: RealNode, world: World
+) -> None:
+    kube = portal_on_real_node
+    env = [{"name": "NAMESPACE", "value": world.alpha.namespace}]
+    job = submit_real(world, SERVE_AND_FETCH, workers=2, env=env)
+    drive(job, {JobState.RUNNING})
+    assert job.planned_nodes == [real_node.name, real_node.name]
+
+    def fetched() -> str | None:
+        pods = worker_pods(kube, job)
+        done = pods.get(1, {}).get("status", {}).get("phase") == "Succeeded"
+        return pod_log(kube, job, pods[1]) if done else None
+
+    assert "worker 1 of 2 reached worker 0" in wait_for(fetched, 120, "worker 1 to fetch worker 0's page")
+    served = worker_pods(kube, job)[0]
+    assert served["status"]["phase"] == "Running"
+    ip = served["status"]["podIP"]
+
+    # Another job of the same project, given worker 0's address: the job's policy opens its workers to
+    # each other only. Settled first: a new pod's own rules come with the firewall's next sync.
+    probe = Try("worker-0", ip, PORT)
+    other = submit_real(world, shell_script([probe], settle=probe))
+    drive(other, {JobState.SUCCEEDED, JobState.FAILED}, timeout=150)
+    assert outcomes(other.log_tail) == {"worker-0": "refused"}, other.log_tail
+
+    services.job_cancel(actor=world.owner, job=job)
+    drive(job, {JobState.CANCELLED})
+
+
+def test_a_worker_that_exits_1_fails_the_job_and_stops_the_other(
+    portal_on_real_node: RealKubeClient, real_node: RealNode, world: World
+) -> None:
+    kube = portal_on_real_node
+    script = (
+        'if [ "$RANK" = 1 ]; then echo "worker 1 gives up"; sleep 2; exit 1; fi\n'
+        "echo 'worker 0 waits'; trap 'exit 143' TERM; sleep 600 & wait"
+    )
+    job = submit_real(world, script, workers=2)
+    drive(job, {JobState.FAILED}, timeout=120)
+    assert job.exit_code == 1, job.state_reason
+    assert job.state_reason.startswith("BackoffLimitExceeded"), job.state_reason
+
+    def stopped() -> bool:
+        pods = worker_pods(kube, job)
+        return all(p["status"].get("phase") in ("Succeeded", "Failed") for p in pods.values())
+
+    wait_for(stopped, 60, "worker 0 stopped by the Job controller")
+    assert "worker 1 gives up" in job.log_tail
+
+
+def test_torchrun_rendezvous_and_a_gloo_all_reduce_across_two_workers(
+    portal_on_real_node: RealKubeClient, real_node: RealNode, world: World, train_image: str
+) -> None:
+    program = (
+        "import torch, torch.distributed as dist\n"
+        "dist.init_process_group('gloo')\n"
+        "value = torch.tensor([float(dist.get_rank() + 1)])\n"
+        "dist.all_reduce(value)\n"
+        "print(f'rank {dist.get_rank()} of {dist.get_world_size()}: sum {value.item():.0f}', flush=True)\n"
+    )
+    # torchrun reads its node count, rank and rendezvous from the PET_ variables the portal sets.
+    data = {
+        "image": train_image,
+        "command": ["torchrun", "--no_python", "python3", "-c", program],
+        "workers": 2,
+        "gpus": 1,
+        "cpu_millicores": 500,
+        "memory_mib": 1024,
+        "placement": "real-node",
+    }
+    job = services.job_submit(actor=world.member, project=world.alpha, data=data)
+    drive(job, {JobState.SUCCEEDED, JobState.FAILED}, timeout=240)
+    assert job.state == JobState.SUCCEEDED, job.log_tail[-2000:]
+    assert "==> worker 0" in job.log_tail
+    assert "==> worker 1" in job.log_tail
+    assert "rank 0 of 2: sum 3" in job.log_tail
+    assert "rank 1 of 2: sum 3" in job.log_tail
