@@ -22,6 +22,7 @@ from accounts.models import User
 from gpu import selectors, services
 from gpu.choices import SharingMode
 from gpu.models import Gpu, GpuEvent, Node, NodeToken
+from plugin.names import SWITCH_LABEL
 
 MIRRORED_NODE = (
     "name",
@@ -85,6 +86,7 @@ class NodeAdmin(AuditedAdmin):
         "desired_cordoned",
         "gpu_model",
         "gpu_count",
+        "switch",
         "last_seen",
         "deleted",
     )
@@ -104,6 +106,11 @@ class NodeAdmin(AuditedAdmin):
     @admin.display(boolean=True, description="Ready")
     def ready(self, obj: Node) -> bool:
         return obj.is_ready
+
+    @admin.display(description="Switch")
+    def switch(self, obj: Node) -> str:
+        """The operators' label of the node's network switch: workers of one job go under one."""
+        return str((obj.labels or {}).get(SWITCH_LABEL, "")) or "–"
 
     # The mirrored JSON fields, shown as a reader would want them rather than as raw JSON.
     @admin.display(description="Labels")

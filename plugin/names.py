@@ -21,6 +21,9 @@ GPU_PRESENT_LABEL = "nvidia.com/gpu.present"
 # The local cluster's optional real node (deploy/localcluster/README.md) carries this label and a
 # NoSchedule taint of this key; only portal jobs with the real-node placement (tests, demo) go there.
 REAL_NODE_LABEL = "gpuportal.dev/real-node"
+# Set by operators: the network switch (or rail, or rack) a node hangs off. The workers of a job of
+# several go to nodes under one switch where as few nodes allow it.
+SWITCH_LABEL = "gpuportal.dev/switch"
 
 # Everything the portal writes to the cluster carries this label and this field manager.
 MANAGED_BY_LABEL = "app.kubernetes.io/managed-by"

@@ -53,7 +53,7 @@ def job_equivalent(job: Job, plan: SlicePlan) -> float:
     shared GPUs of mixed counts) the cluster-wide default applies. The plan is today's, so a count
     changed after the job ran reprices it."""
     per_gpu = plan.get(job.node or job.planned_node) or app_settings.mps_slices_per_gpu()
-    return gpu_equivalent(job.gpus, job.mps_slices, per_gpu)
+    return job.workers * gpu_equivalent(job.gpus, job.mps_slices, per_gpu)
 
 
 def job_gpu_hours(job: Job, now: datetime, plan: SlicePlan) -> float:
@@ -207,7 +207,7 @@ def gpu_hours_row(
         "project": job.project.slug,
         "user": job.owner.email,
         "state": job.state,
-        "gpus": job.gpus,
+        "gpus": job.gpus * job.workers,  # every worker's
         "mps_slices": job.mps_slices,
         "gpu_type": gpu_type(job, models or {}),
         "started_at": job.started_at.isoformat() if job.started_at else "",

@@ -19,7 +19,7 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any, NamedTuple
 
-from plugin.names import GPU_PRODUCT_LABEL, GPU_RESOURCE, REAL_NODE_LABEL, SHARED_RESOURCE
+from plugin.names import GPU_PRODUCT_LABEL, GPU_RESOURCE, REAL_NODE_LABEL, SHARED_RESOURCE, SWITCH_LABEL
 from workloads.choices import Placement
 from workloads.k8s import labels, paths
 from workloads.k8s.client import KubeClient
@@ -224,6 +224,7 @@ def node_states(
                 slice_tenants=tuple(sorted(held.items())),
                 slices_cross_project=name in cross_project,
                 placement=_placement(node),
+                switch=_labels(node).get(SWITCH_LABEL, ""),
             )
         )
     return tuple(out)

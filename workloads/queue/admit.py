@@ -132,21 +132,27 @@ def worker_room(job: PendingJob, node: NodeCap) -> int:
 
 def place_workers(job: PendingJob, ledger: Ledger, lim: Limit) -> Placement | None:
     """Every worker of the job on a node of one GPU type, or None: never some of them. The fewest
-    nodes (fullest first), the last one the tightest that still fits; then the GPU type needing the
-    fewest nodes. Each node appears once per worker it hosts, in worker order."""
-    rooms: dict[str, list[tuple[int, str]]] = {}
+    nodes (fullest first), the last one the tightest that still fits; with as few nodes, nodes
+    under one switch (operators' node label); then the GPU type and switch by name. Each node
+    appears once per worker it hosts, in worker order."""
+    groups: dict[tuple[str, str], list[tuple[int, str]]] = {}
     for name, node in ledger.nodes.items():
         room = worker_room(job, node) if node.serves(job) else 0
         if room and _type_ok(job, ledger, lim, node.gpu_type):
-            rooms.setdefault(node.gpu_type, []).append((room, name))
-    best: tuple[int, str, list[tuple[int, str]]] | None = None
-    for gpu_type, found in rooms.items():
+            groups.setdefault((node.gpu_type, ""), []).append((room, name))
+            if node.switch:
+                groups.setdefault((node.gpu_type, node.switch), []).append((room, name))
+    best: tuple[int, bool, tuple[str, str], list[tuple[int, str]]] | None = None
+    for key, found in groups.items():
         chosen = _fewest_nodes(found, job.workers)
-        if chosen is not None and (best is None or (len(chosen), gpu_type) < best[:2]):
-            best = (len(chosen), gpu_type, chosen)
+        if chosen is None:
+            continue
+        rank = (len(chosen), not key[1], key)  # a switch's own group before the type's whole
+        if best is None or rank < best[:3]:
+            best = (*rank, chosen)
     if best is None:
         return None
-    nodes = tuple(name for room, name in best[2] for _ in range(room))
+    nodes = tuple(name for room, name in best[3] for _ in range(room))
     return Placement(nodes[0], job.gpus, (), nodes)
 
 

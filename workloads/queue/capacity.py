@@ -25,6 +25,7 @@ class NodeCap:
     tenants: dict[str, int] = field(default_factory=dict)  # project -> jobs holding slices here
     cross_project: bool = False
     placement: str = ""
+    switch: str = ""
 
     def serves(self, job: PendingJob) -> bool:
         """Schedulable, of the job's GPU type (if it names one) and set apart for its placement."""
@@ -222,6 +223,7 @@ def build_ledger(state: ClusterState, now: datetime) -> Ledger:
             dict(n.slice_tenants),
             n.slices_cross_project,
             n.placement,
+            n.switch,
         )
         for n in state.nodes
     }

@@ -57,7 +57,7 @@ def running_records(
     for job in running:
         start = max(job.started_at, since)
         hours = max(0.0, (now - start).total_seconds() / 3600.0)
-        size = gpu_equivalent(job.gpus, job.slices, slices_per_gpu)
+        size = job.workers * gpu_equivalent(job.gpus, job.slices, slices_per_gpu)
         out.append(UsageRecord(job.project, job.owner, size * hours, now))
     return out
 

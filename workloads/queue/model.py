@@ -99,6 +99,7 @@ class NodeState:
     slices_cross_project: bool = False
     # A node set apart (the local cluster's real node: "real-node") serves only jobs of that placement.
     placement: str = ""
+    switch: str = ""  # the network switch the node hangs off, as operators labelled it ("": unknown)
 
 
 @dataclass(frozen=True)

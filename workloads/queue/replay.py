@@ -113,7 +113,8 @@ class Replay:
         sliced: dict[tuple[str, int], int] = {}
         tenants: dict[str, Counter[str]] = {}
         for r in self.running.values():
-            used[r.job.node] = used.get(r.job.node, 0) + r.job.gpus
+            for node in r.job.nodes or (r.job.node,):
+                used[node] = used.get(node, 0) + r.job.gpus
             for idx, n in r.job.slice_placement:
                 sliced[(r.job.node, idx)] = sliced.get((r.job.node, idx), 0) + n
             if r.job.slices:
@@ -156,7 +157,9 @@ class Replay:
             self.out.finished[jid] = end
             secs = (end - run.job.started_at).total_seconds()
             self.runtimes.setdefault(run.job.project, []).append(secs)
-            size = gpu_equivalent(run.job.gpus, run.job.slices, self.settings.slices_per_gpu)
+            size = run.job.workers * gpu_equivalent(
+                run.job.gpus, run.job.slices, self.settings.slices_per_gpu
+            )
             records.append(UsageRecord(run.job.project, run.job.owner, size * secs / 3600, end))
             changed = True
         if records:
@@ -189,19 +192,21 @@ class Replay:
             borrowing=adm.borrowing,
             preemptible=job.preemptible,
             slice_placement=adm.slice_placement,
+            workers=job.workers,
+            nodes=adm.nodes,
         )
         self.running[job.id] = _Run(rj, end)
         heapq.heappush(self.ends, (end, job.id))
         self.out.started.setdefault(job.id, now)
         self.out.admissions += 1
-        size = gpu_equivalent(adm.gpus, job.slices, self.settings.slices_per_gpu)
+        size = job.workers * gpu_equivalent(adm.gpus, job.slices, self.settings.slices_per_gpu)
         self.out.gpu_seconds += size * self.runtime[job.id]
 
     def _preempt(self, jid: JobId, now: datetime) -> None:
         run = self.running.pop(jid)
         self.notices.pop(jid, None)
         left = (run.end - now).total_seconds()
-        size = gpu_equivalent(run.job.gpus, run.job.slices, self.settings.slices_per_gpu)
+        size = run.job.workers * gpu_equivalent(run.job.gpus, run.job.slices, self.settings.slices_per_gpu)
         self.out.gpu_seconds -= size * left
         self.pending[jid] = replace(self.original[jid], front=True)
         self.queue.add(self.pending[jid])

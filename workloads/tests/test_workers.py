@@ -4,23 +4,32 @@ The real cluster's versions are in tests/workloads_e2e/test_workers_cluster.py."
 
 from __future__ import annotations
 
+import uuid
+from datetime import timedelta
 from typing import Any
 
 import pytest
 from django.core.exceptions import ValidationError
+from django.utils import timezone
 
 from accounts.models import Quota
-from tests.fixtures.personas import World
+from tests.fixtures.personas import World, session_client
+from workloads.accounting import fair_share_usage, gpu_hours_row, slice_plan
 from workloads.admission.cycle import admission_cycle
+from workloads.choices import JobState
 from workloads.k8s import builders, paths
 from workloads.k8s.builders import WORKER_GATE
 from workloads.k8s.labels import UID_LABEL, WORKER_INDEX_LABEL
 from workloads.k8s.workers import workers_to_release
 from workloads.models import Job
+from workloads.queue.fairshare import running_records
+from workloads.queue.tests.factory import at, running
 from workloads.services import cluster_sync
 from workloads.services import jobs as services
+from workloads.spec import JobSpec
 from workloads.tests.conftest import IMAGE
 from workloads.tests.fakes import FakeKube, fake_node
+from workloads.tests.test_views import FORM
 
 pytestmark = pytest.mark.django_db
 
@@ -141,11 +150,10 @@ def test_only_gated_live_workers_with_every_index_present_are_released() -> None
 
 
 def test_a_job_of_several_workers_is_an_indexed_job_with_launch_wiring() -> None:
-    from workloads.spec import JobSpec
 
     spec = JobSpec(image=IMAGE, gpus=2, workers=3, env=[])
     ids = builders.JobIdentity(
-        uid=__import__("uuid").UUID(int=7), name="job-x", namespace="gp-a", project="a", posix_id=5000
+        uid=uuid.UUID(int=7), name="job-x", namespace="gp-a", project="a", posix_id=5000
     )
     job = builders.build_job(spec, ids, simulation=False)
     assert (job["spec"]["parallelism"], job["spec"]["completions"], job["spec"]["backoffLimit"]) == (3, 3, 0)
@@ -170,8 +178,6 @@ def test_a_job_of_several_workers_is_an_indexed_job_with_launch_wiring() -> None
 def test_the_form_submits_workers_and_the_page_shows_where_each_runs(
     jobs_world: World, fake_kube: FakeKube
 ) -> None:
-    from tests.fixtures.personas import session_client
-    from workloads.tests.test_views import FORM
 
     fake_kube.nodes = [fake_node("n0"), fake_node("n1")]
     client = session_client(jobs_world.member)
@@ -206,3 +212,20 @@ def test_the_log_kept_of_a_job_of_several_workers_has_each_worker_first_to_last(
         f"==> worker 0 ({job.k8s_name}-0-x) <==\nrank 0 ready\nsum 3\n\n"
         f"==> worker 1 ({job.k8s_name}-1-x) <==\nrank 1 ready\nsum 3\n"
     )
+
+
+def test_gpu_hours_and_fair_share_count_every_worker(jobs_world: World) -> None:
+
+    job = submit(jobs_world)  # 2 workers x 4 GPUs
+    now = timezone.now()
+    Job.objects.filter(pk=job.pk).update(
+        state=JobState.SUCCEEDED, started_at=now - timedelta(hours=1), finished_at=now
+    )
+    job.refresh_from_db()
+    assert job.gpu_hours() == pytest.approx(8.0)
+    row = gpu_hours_row(job, now, plan=slice_plan())
+    assert (row["gpus"], row["gpu_hours"]) == (8, pytest.approx(8.0))
+    usage = fair_share_usage(now=now, half_life_hours=168.0)
+    assert usage.projects[jobs_world.alpha.slug] == pytest.approx(8.0, rel=1e-3)
+    (record,) = running_records([running(1, "a", "n0", 4, workers=2, started_at=at(0))], at(0), at(3600), 4)
+    assert record.gpu_hours == pytest.approx(8.0)

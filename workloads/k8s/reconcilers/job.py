@@ -92,7 +92,9 @@ class JobReconciler(Reconciler[Job]):
             index = workers_index(pod)
             stamp = str((pod.get("metadata") or {}).get("creationTimestamp") or "")
             had = newest.get(index)
-            if index is not None and (had is None or stamp > str(had["metadata"].get("creationTimestamp") or "")):
+            if index is not None and (
+                had is None or stamp > str(had["metadata"].get("creationTimestamp") or "")
+            ):
                 newest[index] = pod
         return [(index, str(newest[index]["metadata"]["name"])) for index in sorted(newest)]
 

@@ -163,3 +163,14 @@ def test_a_cycle_never_admits_part_of_a_job_nor_more_than_a_node_or_a_quota_hold
     for e in plan.explanations.values():
         if e.code == "no_node" and "workers" in e.numbers:
             assert e.numbers["fit"] < e.numbers["workers"]
+
+
+def test_with_as_few_nodes_workers_go_under_one_switch() -> None:
+    nodes = [node("n1", 4, 4, switch="s1"), node("n2", 4, 4, switch="s2"), node("n3", 4, 4, switch="s1")]
+    plan = plan_cycle(state([job(1, gpus=4, workers=2)], nodes, [QUOTA]), at(1000))
+    (a,) = plan.admit
+    assert sorted(a.nodes) == ["n1", "n3"]
+    # Fewer nodes win over one switch: two workers fit on the roomy node of the other switch.
+    roomy = [*nodes, node("n4", 8, 8, switch="s2")]
+    (b,) = plan_cycle(state([job(1, gpus=4, workers=2)], roomy, [QUOTA]), at(1000)).admit
+    assert b.nodes == ("n4", "n4")
