@@ -108,9 +108,9 @@ class NodeAdmin(AuditedAdmin):
         return obj.is_ready
 
     @admin.display(description="Switch")
-    def switch(self, obj: Node) -> str:
+    def switch(self, obj: Node) -> str | None:
         """The operators' label of the node's network switch: workers of one job go under one."""
-        return str((obj.labels or {}).get(SWITCH_LABEL, "")) or "–"
+        return (obj.labels or {}).get(SWITCH_LABEL) or None
 
     # The mirrored JSON fields, shown as a reader would want them rather than as raw JSON.
     @admin.display(description="Labels")

@@ -38,6 +38,12 @@ class Node(models.Model):
         null=True, blank=True, help_text="What operators asked for; empty means no opinion."
     )
     gpu_model = models.CharField(max_length=120, blank=True)
+    held_for = models.CharField(
+        max_length=200,
+        blank=True,
+        help_text="Held for a waiting job of several workers (project/job), as the last admission "
+        "cycle chose.",
+    )
     gpu_count = models.PositiveIntegerField(default=0)
     health_cordoned = models.BooleanField(
         default=False,

@@ -8,7 +8,7 @@ API. Desired state changes (cordon, sharing mode, service) are saved here and a
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from datetime import timedelta
 from typing import Any
 
@@ -130,6 +130,15 @@ def node_sweep() -> int:
     for node in nodes:
         node_reconcile_enqueue(node=node)
     return len(nodes)
+
+
+def node_holds_set(*, holds: Mapping[str, str]) -> int:
+    """Mark each node the admission queue holds for a waiting job of several workers with that job
+    (node name -> "project/job"), and clear the marks of the others; returns the rows changed."""
+    changed = Node.objects.exclude(held_for="").exclude(name__in=list(holds)).update(held_for="")
+    for name, text in holds.items():
+        changed += Node.objects.filter(name=name).exclude(held_for=text).update(held_for=text[:200])
+    return changed
 
 
 def _actor(actor: User | None) -> User | None:

@@ -87,6 +87,14 @@ HOSTILE: list[tuple[str, dict[str, Any]]] = [
     ("args with objects", {"args": [{"a": 1}]}),
     ("simulate off", {"simulate": {"exit_code": 1}}),
     ("priority bogus", {"priority": "system-cluster-critical"}),
+    ("workers 0", {"workers": 0}),
+    ("workers string", {"workers": "2"}),
+    ("workers over the site max", {"workers": 17}),
+    ("workers times GPUs over the quota", {"workers": 16, "gpus": 1}),
+    ("workers with MPS slices", {"workers": 2, "gpus": 0, "mps_slices": 1}),
+    ("workers set their own rendezvous", {"workers": 2, "env": [{"name": "MASTER_ADDR", "value": "evil"}]}),
+    ("workers indexed completion", {"completionMode": "Indexed", "completions": 4}),
+    ("scheduling gates", {"schedulingGates": []}),
 ]
 
 

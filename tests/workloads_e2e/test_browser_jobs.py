@@ -98,3 +98,46 @@ def test_a_followed_log_streams_through_asgi_while_the_job_runs(
     ]
     services.job_cancel(actor=world.owner, job=job)
     reconcile_job(job.pk)
+
+
+def test_a_job_of_several_workers_through_the_form(
+    world: World, kube: object, portal_server: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from playwright.sync_api import expect, sync_playwright
+
+    monkeypatch.setenv("DJANGO_ALLOW_ASYNC_UNSAFE", "true")
+    allow_images(world.alpha)
+    client = Client()
+    client.force_login(world.member)
+    cookie = client.cookies[settings.SESSION_COOKIE_NAME].value
+    with sync_playwright() as pw:
+        browser = pw.chromium.launch(executable_path="/usr/bin/chromium", args=["--no-sandbox"])
+        context = browser.new_context()
+        context.add_cookies([{"name": settings.SESSION_COOKIE_NAME, "value": cookie, "url": portal_server}])
+        page = context.new_page()
+        page.goto(f"{portal_server}/jobs/submit/")
+        page.fill("#id_image", IMAGE)
+        page.fill("#id_workers", "3")
+        page.fill("#id_gpus", "4")
+        page.fill("#id_cpu_millicores", "100")
+        page.fill("#id_memory_mib", "64")
+        page.fill("#id_sim_run_seconds", "30")
+        page.click("#submit-job")
+        # alpha's quota is 8 GPUs: 3 workers of 4 could never start, and the form says so in place.
+        expect(page.locator('[data-error-for="workers"]')).to_contain_text(
+            "more than this project's quota of 8"
+        )
+        page.fill("#id_workers", "2")
+        page.click("#submit-job")
+        page.wait_for_url("**/jobs/*-*/")
+        job = Job.objects.get()
+        assert (job.workers, job.gpus) == (2, 4)
+        drive_until(job, JobState.RUNNING)
+        page.reload()
+        job.refresh_from_db()
+        workers = page.locator("#workers")
+        expect(workers).to_contain_text("2, all started together")
+        for index, node in enumerate(job.planned_nodes):
+            expect(workers).to_contain_text(f"{index} on {node}")
+        expect(page.locator("dl")).to_contain_text("each worker: 4 GPUs")
+        browser.close()

@@ -18,7 +18,8 @@ Steps of `admission_cycle()` (each write is a compare-and-swap, so a second runn
 5. Admit: queued -> admitted with the planned node (each worker's, for a job of several) and the
    borrowing flag; the job's outbox row makes
    the reconciler un-suspend the Kubernetes Job after commit.
-6. Store each pending job's explanation and position; push the changed ones to the job pages.
+6. Store each pending job's explanation and position; push the changed ones to the job pages. Mark
+   the nodes held for a waiting job of several workers (the node tiles say so).
 """
 
 from __future__ import annotations
@@ -37,6 +38,7 @@ from workloads.services.queue import (
     explanations_store,
     job_admit,
     job_preempt,
+    nodes_held,
     notices_apply,
     requeue_preempted,
 )
@@ -72,5 +74,6 @@ def admission_cycle(
             if job_admit(job_id=a.job_id, node=a.node, borrowing=a.borrowing, worker_nodes=a.nodes)
         ]
         changed = explanations_store(explanations=plan.explanations.values())
+        nodes_held(held=plan.held)
     broadcast.jobs_changed(changed)
     return admitted

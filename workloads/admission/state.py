@@ -41,6 +41,7 @@ def queue_settings() -> Settings:
         borrowing_enabled=row.borrowing_enabled,
         preemption_notice_s=row.preemption_notice_s,
         slices_per_gpu=app_settings.mps_slices_per_gpu(),
+        workers_hold_after_s=row.workers_hold_after_s,
     )
 
 

@@ -13,6 +13,11 @@ class QueueSettings(models.Model):
     half_life_hours = models.FloatField(default=168.0, validators=[MinValueValidator(0.1)])
     borrowing_enabled = models.BooleanField(default=True)
     preemption_notice_s = models.PositiveIntegerField(default=300)
+    workers_hold_after_s = models.PositiveIntegerField(
+        default=600,
+        help_text="A job of several workers waiting this long for nodes has nodes held for it as they "
+        "free up, so smaller jobs cannot keep taking them (0: never).",
+    )
     # Each queued job is a suspended Kubernetes Job and a row every admission cycle reads: a bound
     # keeps one user (or a runaway script) from filling the cluster's etcd and slowing every cycle.
     max_queued_per_user = models.PositiveIntegerField(

@@ -26,9 +26,12 @@ class Block:
     code: Code
     numbers: Mapping[str, float] = field(default_factory=dict)
     grants: tuple[tuple[str, int], ...] = ()
+    held: tuple[str, ...] = ()  # nodes held for the job (workloads.queue.hold)
 
 
-Reclaim = Callable[[PendingJob, Ledger], Block | None]
+# What a cycle tries for a job no node can take now (reclaiming lent GPUs, holding nodes for a job
+# of several workers): a Block that replaces the one given, or None.
+Reclaim = Callable[[PendingJob, Ledger, Block], Block | None]
 
 
 @dataclass
@@ -287,6 +290,7 @@ def _largest_slices(ledger: Ledger, job: PendingJob, *, mine: bool = True) -> in
 
 def attempt(job: PendingJob, ledger: Ledger, borrow: bool) -> Admission | Block:
     """Admit `job` against the ledger (taking its capacity) or say what stops it."""
+    ledger.unhold(job.id)
     lim = ledger.limit(job.project)
     blocked = _cap_block(job, ledger, lim) or resource_block(job, ledger, lim)
     if blocked is not None:
@@ -342,7 +346,7 @@ def _drain(
         got = attempt(job, ledger, borrow)
         # Borrowed slices may be what holds a node for another project: reclaiming them frees it too.
         if isinstance(got, Block) and got.code in ("no_node", "slices_held") and reclaim is not None:
-            got = reclaim(job, ledger) or got
+            got = reclaim(job, ledger, got) or got
         if isinstance(got, Admission):
             out.admitted.append(got)
             out.blocks.pop(job.id, None)

@@ -26,6 +26,7 @@ class NodeCap:
     cross_project: bool = False
     placement: str = ""
     switch: str = ""
+    total: int = 0  # whole GPUs the node offers, free or not
 
     def serves(self, job: PendingJob) -> bool:
         """Schedulable, of the job's GPU type (if it names one) and set apart for its placement."""
@@ -128,6 +129,7 @@ class Ledger:
     pool_used: dict[str, Use] = field(default_factory=dict)
     pool_reserved: dict[str, int] = field(default_factory=dict)  # cohort -> GPUs being reclaimed
     pool_reserved_slices: dict[str, int] = field(default_factory=dict)  # cohort -> slices likewise
+    holds: dict[int, list[tuple[str, int]]] = field(default_factory=dict)  # job id -> (node, GPUs) held
 
     def limit(self, project: str) -> Limit:
         if project not in self.limits:
@@ -142,6 +144,17 @@ class Ledger:
 
     def cohort_use(self, project: str) -> Use:
         return self.pool_used.setdefault(self.limit(project).cohort, Use())
+
+    def hold(self, job_id: int, node: str, gpus: int) -> None:
+        """Take up to `gpus` free GPUs of `node` out of the cycle for job `job_id` (workloads.queue.hold)."""
+        held = min(self.nodes[node].free, gpus)
+        self.nodes[node].free -= held
+        self.holds.setdefault(job_id, []).append((node, held))
+
+    def unhold(self, job_id: int) -> None:
+        """Give the GPUs held for `job_id` back to their nodes: its own turn has come."""
+        for node, gpus in self.holds.pop(job_id, ()):
+            self.nodes[node].free += gpus
 
     def take(self, job: Job, place: Placement) -> None:
         for name in place.worker_nodes:
@@ -195,6 +208,7 @@ class Ledger:
             pool_used=uses(self.pool_used),
             pool_reserved=dict(self.pool_reserved),
             pool_reserved_slices=dict(self.pool_reserved_slices),
+            holds={k: list(v) for k, v in self.holds.items()},
         )
 
 
@@ -224,6 +238,7 @@ def build_ledger(state: ClusterState, now: datetime) -> Ledger:
             n.slices_cross_project,
             n.placement,
             n.switch,
+            n.total_gpus,
         )
         for n in state.nodes
     }

@@ -9,12 +9,13 @@ from dataclasses import dataclass
 from datetime import datetime
 from functools import cached_property
 
-from workloads.queue.admit import PassResult, admit_queues
-from workloads.queue.capacity import build_ledger
+from workloads.queue.admit import Block, PassResult, admit_queues
+from workloads.queue.capacity import Ledger, build_ledger
 from workloads.queue.fairshare import usage_now
+from workloads.queue.hold import NodeHolder
 from workloads.queue.index import QueueIndex
 from workloads.queue.model import ClusterState, PendingJob, Usage
-from workloads.queue.ordering import order
+from workloads.queue.ordering import order, sort_key
 from workloads.queue.preempt import Reclaimer
 
 
@@ -24,6 +25,7 @@ class Decision:
     usage: Usage
     result: PassResult
     reclaimer: Reclaimer
+    holder: NodeHolder
 
     @cached_property
     def ordered(self) -> list[PendingJob]:
@@ -38,6 +40,13 @@ def decide(state: ClusterState, now: datetime, queue: QueueIndex | None = None) 
     usage = usage_now(state.usage, state.running, now, s.half_life_hours, s.slices_per_gpu)
     queue = queue if queue is not None else QueueIndex.of(state.pending)
     ledger = build_ledger(state, now)
-    reclaimer = Reclaimer(state, now, ledger)
-    result = admit_queues(queue.queues(usage), ledger, usage, s.borrowing_enabled, reclaimer)
-    return Decision(state.pending, usage, result, reclaimer)
+    reclaimer, holder = Reclaimer(state, now, ledger), NodeHolder(state, now)
+
+    def rescue(job: PendingJob, ledger: Ledger, blocked: Block) -> Block | None:
+        return reclaimer(job, ledger, blocked) or holder(job, ledger, blocked)
+
+    holder.first(
+        sorted((j for j in state.pending if holder.due(j)), key=lambda j: sort_key(j, usage)), ledger
+    )
+    result = admit_queues(queue.queues(usage), ledger, usage, s.borrowing_enabled, rescue)
+    return Decision(state.pending, usage, result, reclaimer, holder)

@@ -209,4 +209,9 @@ def _one(
         return Explanation(job.id, "behind_head", numbers, len(ahead) + 1, pos, start, text, (), pairs)
     hint = hints(state, now, job, block)
     pos_p = 0 if job.held else len(ahead) + 1
-    return Explanation(job.id, block.code, dict(block.numbers), pos_p, pos, start, sentence(block, job), hint)
+    text = sentence(block, job)
+    if block.held:
+        minutes = int(block.numbers.get("waited_s", 0) // 60)
+        text += f"; after {minutes} min waiting, {', '.join(block.held)} are held for it as they free up"
+    numbers = dict(block.numbers)
+    return Explanation(job.id, block.code, numbers, pos_p, pos, start, text, hint, held=block.held)

@@ -157,6 +157,9 @@ class Settings:
     borrowing_enabled: bool = True
     preemption_notice_s: int = 300
     slices_per_gpu: int = 4
+    # A job of several workers waiting this long for nodes has nodes held for it as they free up,
+    # so a stream of smaller jobs cannot keep taking them (0: never).
+    workers_hold_after_s: int = 600
 
 
 @dataclass(frozen=True)
@@ -231,6 +234,7 @@ class Explanation:
     sentence: str
     hints: tuple[str, ...] = ()
     ahead: tuple[tuple[int, int], ...] = ()  # (size, count) of jobs ahead in the project queue
+    held: tuple[str, ...] = ()  # nodes held for it (a job of several workers that waited long)
 
 
 @dataclass(frozen=True)
@@ -240,3 +244,4 @@ class CyclePlan:
     notices: list[PreemptionNotice]
     withdraw: list[JobId]
     explanations: dict[JobId, Explanation]
+    held: dict[str, JobId] = field(default_factory=dict)  # node -> the job it is held for

@@ -26,4 +26,5 @@ def plan_cycle(
         notices=d.reclaimer.notices,
         withdraw=d.reclaimer.withdrawn(),
         explanations=explanations,
+        held=dict(d.holder.held),
     )

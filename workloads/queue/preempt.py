@@ -96,7 +96,7 @@ class Reclaimer:
                 best = (len(chosen), have, name, chosen)
         return (best[2], best[3]) if best else None
 
-    def __call__(self, job: PendingJob, ledger: Ledger) -> Block | None:
+    def __call__(self, job: PendingJob, ledger: Ledger, blocked: Block | None = None) -> Block | None:
         # Victims are chosen on one node; a job of several workers waits for borrowers to end.
         found = self.victims(job, ledger) if _amount(job) and job.workers == 1 else None
         if found is None:

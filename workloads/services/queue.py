@@ -8,7 +8,7 @@ Admitting or preempting only changes the row and writes the outbox; the job's re
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from datetime import datetime
 from typing import Any
 
@@ -19,6 +19,7 @@ from django.http import HttpRequest
 from accounts.audit import audit_record
 from accounts.models import User
 from accounts.selectors import is_operator
+from gpu import services as gpu_services
 from workloads.choices import ACTIVE_STATES, JobState
 from workloads.messages import explanation_admitted, explanation_stored
 from workloads.models import Job
@@ -47,6 +48,15 @@ def job_admit(*, job_id: int, node: str, borrowing: bool, worker_nodes: Iterable
     )
     outbox_write(job_id)
     return True
+
+
+def nodes_held(*, held: Mapping[str, int]) -> None:
+    """The nodes the queue holds for a waiting job of several workers (node -> job id), marked on the
+    gpu app's nodes as "project/job" for the tiles; the others' marks cleared."""
+    jobs = {j.pk: j for j in Job.objects.select_related("project").filter(pk__in=set(held.values()))}
+    gpu_services.node_holds_set(
+        holds={node: f"{jobs[jid].project.slug}/{jobs[jid]}" for node, jid in held.items() if jid in jobs}
+    )
 
 
 def job_preempt(*, job_id: int) -> bool:

@@ -13,6 +13,7 @@ from django.core.exceptions import ValidationError
 from django.utils import timezone
 
 from accounts.models import Quota
+from gpu.models import Node
 from tests.fixtures.personas import World, session_client
 from workloads.accounting import fair_share_usage, gpu_hours_row, slice_plan
 from workloads.admission.cycle import admission_cycle
@@ -20,6 +21,7 @@ from workloads.choices import JobState
 from workloads.k8s import builders, paths
 from workloads.k8s.builders import WORKER_GATE
 from workloads.k8s.labels import UID_LABEL, WORKER_INDEX_LABEL
+from workloads.k8s.reconcilers.job import JobReconciler
 from workloads.k8s.workers import workers_to_release
 from workloads.models import Job
 from workloads.queue.fairshare import running_records
@@ -206,7 +208,7 @@ def test_the_log_kept_of_a_job_of_several_workers_has_each_worker_first_to_last(
     for index, text in ((1, b"rank 1 ready\nsum 3\n"), (0, b"rank 0 ready\nsum 3\n")):
         fake_kube.logs[paths.pod_log(job.namespace, f"{job.k8s_name}-{index}-x")] = text
     job.refresh_from_db()
-    cluster_sync.capture_log(cluster_sync.JobReconciler(job, fake_kube, claims={}))
+    cluster_sync.capture_log(JobReconciler(job, fake_kube, claims={}))
     job.refresh_from_db()
     assert job.log_tail == (
         f"==> worker 0 ({job.k8s_name}-0-x) <==\nrank 0 ready\nsum 3\n\n"
@@ -229,3 +231,34 @@ def test_gpu_hours_and_fair_share_count_every_worker(jobs_world: World) -> None:
     assert usage.projects[jobs_world.alpha.slug] == pytest.approx(8.0, rel=1e-3)
     (record,) = running_records([running(1, "a", "n0", 4, workers=2, started_at=at(0))], at(0), at(3600), 4)
     assert record.gpu_hours == pytest.approx(8.0)
+
+
+def test_nodes_held_for_a_long_waiting_job_are_marked_for_the_tiles(
+    jobs_world: World, fake_kube: FakeKube
+) -> None:
+    Quota.objects.filter(project=jobs_world.alpha).update(gpus=16)
+    fake_kube.nodes = [fake_node(f"n{i}") for i in range(4)]
+    for i in range(4):
+        Node.objects.create(name=f"n{i}")
+    for i in range(3):  # pods of another namespace keep three nodes half full
+        fake_kube.objects[f"/api/v1/namespaces/other/pods/p{i}"] = {
+            "metadata": {"name": f"p{i}", "labels": {}},
+            "spec": {
+                "nodeName": f"n{i}",
+                "containers": [{"resources": {"requests": {"nvidia.com/gpu": "2"}}}],
+            },
+            "status": {"phase": "Running"},
+        }
+    big = submit(jobs_world, workers=4)
+    Job.objects.filter(pk=big.pk).update(submitted_at=timezone.now() - timedelta(hours=1))
+    assert admission_cycle() == []
+    marks = dict(Node.objects.values_list("name", "held_for"))
+    assert marks == {f"n{i}": f"{jobs_world.alpha.slug}/{big}" for i in range(4)}
+    big.refresh_from_db()
+    assert "are held for it as they free up" in big.queue_explanation["sentence"]
+    client = session_client(jobs_world.member)
+    page = client.get("/cluster/").content.decode()
+    assert page.count("held for a waiting job of several workers") == 4  # the project's name is not shown
+    Job.objects.filter(pk=big.pk).update(state=JobState.CANCELLED)
+    admission_cycle()
+    assert set(Node.objects.values_list("held_for", flat=True)) == {""}

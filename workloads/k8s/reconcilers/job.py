@@ -88,14 +88,10 @@ class JobReconciler(Reconciler[Job]):
     def worker_pods(self) -> list[tuple[int, str]]:
         """(worker index, pod name) of the newest pod of each worker, worker 0 first."""
         newest: dict[int, Obj] = {}
-        for pod in self.pods():
+        for pod in sorted(self.pods(), key=lambda p: str(p["metadata"].get("creationTimestamp") or "")):
             index = workers_index(pod)
-            stamp = str((pod.get("metadata") or {}).get("creationTimestamp") or "")
-            had = newest.get(index)
-            if index is not None and (
-                had is None or stamp > str(had["metadata"].get("creationTimestamp") or "")
-            ):
-                newest[index] = pod
+            if index is not None:
+                newest[index] = pod  # the later made wins
         return [(index, str(newest[index]["metadata"]["name"])) for index in sorted(newest)]
 
     def pod_log_tail(self, pod: str, limit: int) -> tuple[bytes, bool]:

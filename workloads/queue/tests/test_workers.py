@@ -16,7 +16,7 @@ QUOTA = ProjectQuota("a", 64)
 def test_a_job_of_four_workers_waits_with_the_numbers_while_only_three_nodes_have_room() -> None:
     nodes = [node(f"n{i}", 4, 4) for i in range(3)] + [node("n3", 2, 4)]
     s = state([job(1, gpus=4, workers=4)], nodes, [QUOTA])
-    plan = plan_cycle(s, at(1000))
+    plan = plan_cycle(s, at(60))
     assert plan.admit == []
     e = plan.explanations[1]
     assert (e.code, dict(e.numbers)) == ("no_node", {"need": 4, "workers": 4, "fit": 3, "nodes": 3})
@@ -25,7 +25,7 @@ def test_a_job_of_four_workers_waits_with_the_numbers_while_only_three_nodes_hav
 
 def test_when_the_fourth_node_frees_all_four_workers_are_admitted_in_one_cycle() -> None:
     nodes = [node(f"n{i}", 4, 4) for i in range(4)]
-    plan = plan_cycle(state([job(1, gpus=4, workers=4)], nodes, [QUOTA]), at(1000))
+    plan = plan_cycle(state([job(1, gpus=4, workers=4)], nodes, [QUOTA]), at(60))
     (a,) = plan.admit
     assert sorted(a.nodes) == ["n0", "n1", "n2", "n3"]
     assert a.gpus == 4
@@ -35,7 +35,7 @@ def test_when_the_fourth_node_frees_all_four_workers_are_admitted_in_one_cycle()
 
 def test_workers_take_the_fewest_nodes_and_the_last_one_fits_tightest() -> None:
     nodes = [node("big", 8, 8), node("roomy", 6, 8), node("tight", 2, 8)]
-    plan = plan_cycle(state([job(1, gpus=2, workers=5)], nodes, [QUOTA]), at(1000))
+    plan = plan_cycle(state([job(1, gpus=2, workers=5)], nodes, [QUOTA]), at(60))
     (a,) = plan.admit
     # big holds 4 workers; the fifth goes to the node with the least room that still holds it.
     assert Counter(a.nodes) == Counter({"big": 4, "tight": 1})
@@ -43,14 +43,14 @@ def test_workers_take_the_fewest_nodes_and_the_last_one_fits_tightest() -> None:
 
 def test_all_workers_share_one_gpu_type() -> None:
     nodes = [node("h1", 4, 4), node("a1", 4, 4, gpu_type="a100"), node("a2", 4, 4, gpu_type="a100")]
-    plan = plan_cycle(state([job(1, gpus=4, workers=2)], nodes, [QUOTA]), at(1000))
+    plan = plan_cycle(state([job(1, gpus=4, workers=2)], nodes, [QUOTA]), at(60))
     (a,) = plan.admit
     assert sorted(a.nodes) == ["a1", "a2"]
 
 
 def test_the_quota_counts_every_worker() -> None:
     nodes = [node(f"n{i}", 4, 4) for i in range(4)]
-    plan = plan_cycle(state([job(1, gpus=4, workers=4)], nodes, [ProjectQuota("a", 12)]), at(1000))
+    plan = plan_cycle(state([job(1, gpus=4, workers=4)], nodes, [ProjectQuota("a", 12)]), at(60))
     assert plan.admit == []
     assert dict(plan.explanations[1].numbers) == {"used": 0, "limit": 12, "need": 16, "grants": 0}
 
@@ -69,7 +69,7 @@ def test_a_running_job_of_several_workers_holds_quota_for_all_and_frees_every_no
 
 def test_fewer_workers_is_hinted_when_it_would_start_now() -> None:
     nodes = [node(f"n{i}", 4, 4) for i in range(3)]
-    plan = plan_cycle(state([job(1, gpus=4, workers=4)], nodes, [QUOTA]), at(1000))
+    plan = plan_cycle(state([job(1, gpus=4, workers=4)], nodes, [QUOTA]), at(60))
     assert plan.explanations[1].hints == ("asking 3 workers would start now",)
 
 
@@ -131,7 +131,7 @@ def clusters(draw: st.DrawFn) -> ClusterState:
 @given(clusters())
 def test_a_cycle_never_admits_part_of_a_job_nor_more_than_a_node_or_a_quota_holds(s: ClusterState) -> None:
     note(f"the cluster: {s!r}")
-    plan = plan_cycle(s, at(1000))
+    plan = plan_cycle(s, at(60))
     jobs = {j.id: j for j in s.pending}
     by_name = {n.name: n for n in s.nodes}
     free = {n.name: n.free_gpus for n in s.nodes}
@@ -167,10 +167,40 @@ def test_a_cycle_never_admits_part_of_a_job_nor_more_than_a_node_or_a_quota_hold
 
 def test_with_as_few_nodes_workers_go_under_one_switch() -> None:
     nodes = [node("n1", 4, 4, switch="s1"), node("n2", 4, 4, switch="s2"), node("n3", 4, 4, switch="s1")]
-    plan = plan_cycle(state([job(1, gpus=4, workers=2)], nodes, [QUOTA]), at(1000))
+    plan = plan_cycle(state([job(1, gpus=4, workers=2)], nodes, [QUOTA]), at(60))
     (a,) = plan.admit
     assert sorted(a.nodes) == ["n1", "n3"]
     # Fewer nodes win over one switch: two workers fit on the roomy node of the other switch.
     roomy = [*nodes, node("n4", 8, 8, switch="s2")]
-    (b,) = plan_cycle(state([job(1, gpus=4, workers=2)], roomy, [QUOTA]), at(1000)).admit
+    (b,) = plan_cycle(state([job(1, gpus=4, workers=2)], roomy, [QUOTA]), at(60)).admit
     assert b.nodes == ("n4", "n4")
+
+
+def test_after_the_wait_nodes_are_held_for_a_job_of_several_workers_as_they_free_up() -> None:
+    from workloads.queue import Settings
+
+    # Four nodes half busy; another project's 1-GPU jobs, ordered first, would take every GPU freed.
+    nodes = [node(f"n{i}", 2, 4) for i in range(4)]
+    quotas = [QUOTA, ProjectQuota("b", 64)]
+    gang = job(1, gpus=4, workers=4, submitted_at=at(0))
+    small = [job(10 + i, project="b", gpus=1, priority=1, submitted_at=at(100 + i)) for i in range(4)]
+    settings = Settings(workers_hold_after_s=600)
+
+    early = plan_cycle(state([gang, *small], nodes, quotas, settings=settings), at(300))
+    assert sorted(a.job_id for a in early.admit) == [10, 11, 12, 13]
+    assert early.held == {}
+
+    late = plan_cycle(state([gang, *small], nodes, quotas, settings=settings), at(700))
+    assert late.admit == []
+    assert late.held == {f"n{i}": 1 for i in range(4)}
+    e = late.explanations[1]
+    assert e.held == ("n0", "n1", "n2", "n3")
+    assert e.sentence.endswith("after 11 min waiting, n0, n1, n2, n3 are held for it as they free up")
+    assert late.explanations[10].code == "no_node"
+
+    # Nodes it would never fit are not held, nor are any while its quota would not admit it.
+    never = plan_cycle(
+        state([gang, *small], nodes, [ProjectQuota("a", 8), quotas[1]], settings=settings), at(700)
+    )
+    assert never.held == {}
+    assert len(never.admit) == 4
