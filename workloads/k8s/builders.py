@@ -27,7 +27,7 @@ GPU_SHARED = SHARED_RESOURCE
 GPU_PRODUCT = GPU_PRODUCT_LABEL
 SIM_DELAY = "pod-complete.stage.kwok.x-k8s.io/delay"
 # A job of several workers: its pods wait behind this gate until each is pinned to its planned node,
-# and the gates of all of them are lifted in one pass (workloads/services/workers.py).
+# and the gates of all of them are lifted in one pass (workloads/k8s/workers.py).
 WORKER_GATE = "gpuportal.dev/workers-placed"
 MASTER_PORT = 29500  # torchrun's default rendezvous port
 SIM_EXIT_CODE = "gpuportal.dev/exit-code"
