@@ -7,7 +7,9 @@ on-commit broadcasts reach the page through a private Redis channel layer.
 
 from __future__ import annotations
 
-import time
+import contextlib
+from collections.abc import Iterator
+from typing import TYPE_CHECKING
 
 import pytest
 from django.conf import settings
@@ -20,18 +22,20 @@ from workloads.models import Job
 from workloads.tasks import reconcile_job
 from workloads.tests.conftest import IMAGE, allow_images
 
+if TYPE_CHECKING:
+    from playwright.sync_api import Page
+
 pytestmark = [pytest.mark.browser, pytest.mark.cluster, pytest.mark.django_db(transaction=True)]
 
 
-def test_submit_watch_live_and_read_logs(
-    world: World, kube: object, portal_server: str, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    from playwright.sync_api import expect, sync_playwright
+@contextlib.contextmanager
+def member_page(world: World, portal_server: str, monkeypatch: pytest.MonkeyPatch) -> Iterator[Page]:
+    """A Chromium page signed in as alpha's member, alpha's images allowed."""
+    from playwright.sync_api import sync_playwright
 
-    # Playwright's sync API runs an event loop in this thread; the ORM calls below are ordinary
-    # blocking calls between browser steps, so Django's async-context guard is relaxed here only.
+    # Playwright's sync API runs an event loop in this thread; the ORM calls the tests make are
+    # ordinary blocking calls between browser steps, so Django's async-context guard is relaxed here only.
     monkeypatch.setenv("DJANGO_ALLOW_ASYNC_UNSAFE", "true")
-
     allow_images(world.alpha)
     client = Client()
     client.force_login(world.member)
@@ -40,7 +44,18 @@ def test_submit_watch_live_and_read_logs(
         browser = pw.chromium.launch(executable_path="/usr/bin/chromium", args=["--no-sandbox"])
         context = browser.new_context()
         context.add_cookies([{"name": settings.SESSION_COOKIE_NAME, "value": cookie, "url": portal_server}])
-        page = context.new_page()
+        try:
+            yield context.new_page()
+        finally:
+            browser.close()
+
+
+def test_submit_watch_live_and_read_logs(
+    world: World, kube: object, portal_server: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from playwright.sync_api import expect
+
+    with member_page(world, portal_server, monkeypatch) as page:
         page.goto(f"{portal_server}/jobs/submit/")
         page.fill("#id_image", "docker.io/library/ubuntu:24.04")
         page.fill("#id_cpu_millicores", "100")
@@ -63,8 +78,6 @@ def test_submit_watch_live_and_read_logs(
         assert page.evaluate("window.__noReload") == 1, "the page reloaded instead of updating live"
         page.reload()
         expect(page.locator("#job-log")).to_contain_text("step 3/3 done", timeout=15000)
-        browser.close()
-    time.sleep(0)
 
 
 def test_a_followed_log_streams_through_asgi_while_the_job_runs(
@@ -103,18 +116,9 @@ def test_a_followed_log_streams_through_asgi_while_the_job_runs(
 def test_a_job_of_several_workers_through_the_form(
     world: World, kube: object, portal_server: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from playwright.sync_api import expect, sync_playwright
+    from playwright.sync_api import expect
 
-    monkeypatch.setenv("DJANGO_ALLOW_ASYNC_UNSAFE", "true")
-    allow_images(world.alpha)
-    client = Client()
-    client.force_login(world.member)
-    cookie = client.cookies[settings.SESSION_COOKIE_NAME].value
-    with sync_playwright() as pw:
-        browser = pw.chromium.launch(executable_path="/usr/bin/chromium", args=["--no-sandbox"])
-        context = browser.new_context()
-        context.add_cookies([{"name": settings.SESSION_COOKIE_NAME, "value": cookie, "url": portal_server}])
-        page = context.new_page()
+    with member_page(world, portal_server, monkeypatch) as page:
         page.goto(f"{portal_server}/jobs/submit/")
         page.fill("#id_image", IMAGE)
         page.fill("#id_workers", "3")
@@ -140,4 +144,3 @@ def test_a_job_of_several_workers_through_the_form(
         for index, node in enumerate(job.planned_nodes):
             expect(workers).to_contain_text(f"{index} on {node}")
         expect(page.locator("dl")).to_contain_text("each worker: 4 GPUs")
-        browser.close()
