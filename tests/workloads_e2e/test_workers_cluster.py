@@ -1,7 +1,8 @@
 """Jobs of several workers against real Postgres and the local cluster (kwok GPU nodes, the real Job
 controller and scheduler): a 4-worker x 4-GPU job on a cluster with 3 free nodes waits with the numbers
 and binds nothing; when a fourth node frees, all 4 workers bind in one cycle, each on its planned
-node; a worker failed by hand fails the job and leaves no pod running."""
+node; a worker failed by hand fails the job and leaves no pod running, or, with a restart left, starts
+every worker again on new pods."""
 
 from __future__ import annotations
 
@@ -21,7 +22,7 @@ from workloads.k8s import paths
 from workloads.k8s.builders import SIM_DELAY, SIM_EXIT_CODE
 from workloads.k8s.client import RealKubeClient
 from workloads.k8s.labels import UID_LABEL, WORKER_INDEX_LABEL
-from workloads.models import Job
+from workloads.models import Job, QueueSettings
 from workloads.queue import NodeState
 from workloads.services import jobs as services
 from workloads.tasks import reconcile_job, reconcile_namespace
@@ -110,3 +111,44 @@ def test_a_job_of_four_workers_starts_all_or_nothing_and_fails_as_one(
         wait_for(failed, 120, "the job failed as one, no worker left running")
     finally:
         kube.delete(paths.namespace(fill))
+
+
+def test_with_a_restart_left_a_failed_worker_starts_every_worker_again(
+    cluster_world: World, kube: RealKubeClient
+) -> None:
+    world = cluster_world
+    QueueSettings.objects.update_or_create(pk=1, defaults={"workers_restarts": 1})
+    spec = {**SPEC, "workers": 2, "gpus": 1}
+    job = services.job_submit(actor=world.member, project=world.alpha, data=spec)
+
+    def bound() -> list[dict[str, Any]] | None:
+        admission_cycle()
+        reconcile_job(job.pk)
+        pods = running(job_pods(kube, job))
+        return pods if len(pods) == 2 and all(p["spec"].get("nodeName") for p in pods) else None
+
+    def fail_one(pods: list[dict[str, Any]]) -> None:
+        fail = {"metadata": {"annotations": {SIM_EXIT_CODE: "1", SIM_DELAY: "1s"}}}
+        kube.patch(f"{paths.pods(job.namespace)}/{pods[0]['metadata']['name']}", fail)
+
+    first = wait_for(bound, 120, "both workers bound")
+    fail_one(first)
+
+    def restarted() -> list[dict[str, Any]] | None:
+        pods = bound()
+        fresh = pods and not {p["metadata"]["uid"] for p in pods} & {p["metadata"]["uid"] for p in first}
+        return pods if fresh else None
+
+    second = wait_for(restarted, 180, "both workers started again, on new pods")
+    job.refresh_from_db()
+    assert job.restarts == 1
+    assert job.events.filter(to_state=JobState.PREEMPTED, reason__contains="workers start again").exists()
+    fail_one(second)
+
+    def failed() -> bool:
+        reconcile_job(job.pk)
+        job.refresh_from_db()
+        return job.state == JobState.FAILED and not running(job_pods(kube, job))
+
+    wait_for(failed, 120, "the job failed once no restart was left")
+    assert (job.restarts, job.exit_code) == (1, 1)

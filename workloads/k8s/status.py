@@ -17,6 +17,8 @@ from plugin.names import parse_time
 from workloads.choices import JobState
 from workloads.k8s.labels import WORKER_INDEX_LABEL
 
+CONTROLLER_UID = "batch.kubernetes.io/controller-uid"  # the Job controller's, on each pod it made
+
 Obj = dict[str, Any]
 
 
@@ -106,9 +108,20 @@ def _pods_only(pod: Obj | None) -> Observation:
     return Observation(None, "", None, node, pod_name, evidence=True)
 
 
+def _own(job: Obj, pods: list[Obj]) -> list[Obj]:
+    """The Job's own pods: not those of an earlier Job of the same name (a job of several workers
+    started again) that are still being collected."""
+    uid = (job.get("metadata") or {}).get("uid")
+    if not uid:
+        return pods
+    return [
+        p for p in pods if ((p.get("metadata") or {}).get("labels") or {}).get(CONTROLLER_UID, uid) == uid
+    ]
+
+
 def observe(job: Obj | None, pods: list[Obj]) -> Observation:
     """The state the evidence supports: Job conditions first, then the pod's phase."""
-    pod = _latest_pod(pods)
+    pod = _latest_pod(pods if job is None else _own(job, pods))
     if job is None:
         return _pods_only(pod)
     node, pod_name, code, started = _pod_facts(pod)

@@ -92,6 +92,9 @@ class Job(models.Model):
     worker_nodes = models.JSONField(
         default=list, blank=True, help_text="A job of several workers: the node the queue placed each on."
     )
+    restarts = models.PositiveSmallIntegerField(
+        default=0, help_text="A job of several workers: times all its workers started again after one failed."
+    )
     preempt_deadline = models.DateTimeField(null=True, blank=True, help_text="Preemption notice ends.")
     preempt_notice_at = models.DateTimeField(null=True, blank=True)
     preempt_for = models.BigIntegerField(

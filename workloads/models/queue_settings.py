@@ -18,6 +18,11 @@ class QueueSettings(models.Model):
         help_text="A job of several workers waiting this long for nodes has nodes held for it as they "
         "free up, so smaller jobs cannot keep taking them (0: never).",
     )
+    workers_restarts = models.PositiveSmallIntegerField(
+        default=0,
+        help_text="A job of several workers one of which failed starts again, all its workers, at the "
+        "front of its queue, this many times before it fails (0: it fails at once).",
+    )
     # Each queued job is a suspended Kubernetes Job and a row every admission cycle reads: a bound
     # keeps one user (or a runaway script) from filling the cluster's etcd and slowing every cycle.
     max_queued_per_user = models.PositiveIntegerField(

@@ -16,7 +16,8 @@ Steps of `job_sync()` (each is idempotent, so a worker killed anywhere is harmle
 3. `spec.suspend` follows the portal: false once admitted (or unknown), true while queued or preempted.
    A job of several workers: once all its pods exist, each is pinned to its planned node and all are
    released together (workloads/k8s/workers.py), after its headless Service and NetworkPolicy.
-4. Observe Job conditions and the pod, move the row forward by compare-and-swap.
+4. Observe Job conditions and the pod, move the row forward by compare-and-swap. A job of several
+   workers one of which failed starts again as a whole where restarts are left (services/workers.py).
 5. Finished: keep the last part of the log in the row so it outlives the pod.
 """
 
@@ -51,6 +52,7 @@ from workloads.services.evidence import GONE, evidence_judge
 from workloads.services.publisher import enqueue_reconcile, namespace_refresh, outbox_done, outbox_seen
 from workloads.services.transitions import job_note, job_transition
 from workloads.services.volumes import volumes_sync
+from workloads.services.workers import workers_restart
 
 log = logging.getLogger(__name__)
 UUID = re.compile(r"[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}")
@@ -207,6 +209,8 @@ def _observe(r: JobReconciler, current: Obj | None, pods: list[Obj] | None = Non
     """Move the row as the Job and its pods show (`pods`: already known, else listed now)."""
     job = r.owner
     obs = observe(current, r.pods() if pods is None else pods)
+    if workers_restart(r=r, obs=obs):
+        return
     _apply_observation(job, obs)
     evidence_judge(r, obs, job_gone=current is None)
     job.refresh_from_db()

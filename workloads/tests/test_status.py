@@ -78,3 +78,13 @@ def test_a_failed_worker_speaks_for_a_job_of_several_else_the_first_worker() -> 
     assert (obs.state, obs.exit_code, obs.pod_name) == (JobState.FAILED, 1, "job-x-1-abc")
     running = observe(job(), [worker(1, "Running", created="10:05"), worker(0, "Running")])
     assert (running.state, running.pod_name) == (JobState.RUNNING, "job-x-0-abc")
+
+
+def test_the_pods_of_an_earlier_job_of_the_same_name_are_not_evidence() -> None:
+    earlier = worker(1, "Failed", 1, created="10:09")
+    earlier["metadata"]["labels"]["batch.kubernetes.io/controller-uid"] = "first"
+    now = worker(0, "Running")
+    now["metadata"]["labels"]["batch.kubernetes.io/controller-uid"] = "second"
+    current = {**job(), "metadata": {"name": "job-x", "uid": "second"}}
+    obs = observe(current, [earlier, now])
+    assert (obs.state, obs.pod_name, obs.exit_code) == (JobState.RUNNING, "job-x-0-abc", None)

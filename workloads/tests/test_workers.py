@@ -23,7 +23,7 @@ from workloads.k8s.builders import WORKER_GATE
 from workloads.k8s.labels import UID_LABEL, WORKER_INDEX_LABEL
 from workloads.k8s.reconcilers.job import JobReconciler
 from workloads.k8s.workers import workers_to_release
-from workloads.models import Job
+from workloads.models import Job, QueueSettings
 from workloads.queue.fairshare import running_records
 from workloads.queue.tests.factory import at, running
 from workloads.services import cluster_sync
@@ -262,3 +262,53 @@ def test_nodes_held_for_a_long_waiting_job_are_marked_for_the_tiles(
     Job.objects.filter(pk=big.pk).update(state=JobState.CANCELLED)
     admission_cycle()
     assert set(Node.objects.values_list("held_for", flat=True)) == {""}
+
+
+def fail_worker(fake: FakeKube, job: Job, index: int) -> None:
+    """What the Job controller shows after a worker exits 1: the pod failed, the Job failed."""
+    pod = fake.objects[f"{paths.pods(job.namespace)}/{job.k8s_name}-{index}-x"]
+    pod["status"] = {"phase": "Failed", "containerStatuses": [{"state": {"terminated": {"exitCode": 1}}}]}
+    made = fake.objects[paths.job(job.namespace, job.k8s_name)]
+    made["status"] = {"conditions": [{"type": "Failed", "status": "True", "reason": "BackoffLimitExceeded"}]}
+
+
+def drop_pods(fake: FakeKube, job: Job) -> None:
+    for path in [p for p in fake.objects if p.startswith(f"{paths.pods(job.namespace)}/{job.k8s_name}-")]:
+        del fake.objects[path]
+
+
+def test_a_failed_worker_starts_every_worker_again_while_restarts_are_left(
+    jobs_world: World, fake_kube: FakeKube
+) -> None:
+    QueueSettings.objects.update_or_create(pk=1, defaults={"workers_restarts": 1})
+    fake_kube.nodes = [fake_node("n0"), fake_node("n1")]
+    job = submit(jobs_world)
+    assert admission_cycle() == [job.pk]
+    cluster_sync.job_reconcile(job_id=job.pk, client=fake_kube)
+    fake_kube.objects[paths.job(job.namespace, job.k8s_name)]["metadata"]["uid"] = "first"
+    make_pods(fake_kube, job, range(2))
+    cluster_sync.job_reconcile(job_id=job.pk, client=fake_kube)
+    fail_worker(fake_kube, job, 1)
+
+    cluster_sync.job_reconcile(job_id=job.pk, client=fake_kube)
+    job.refresh_from_db()
+    assert (job.state, job.restarts) == (JobState.PREEMPTED, 1)
+    assert job.state_reason == (
+        "BackoffLimitExceeded (exit code 1): all 2 workers start again (restart 1 of 1)"
+    )
+    assert paths.job(job.namespace, job.k8s_name) not in fake_kube.objects  # the failed Job is gone
+    assert admission_cycle() == []  # its pods are still there: it waits for them to go
+    drop_pods(fake_kube, job)
+    assert admission_cycle() == [job.pk]  # back at the front, admitted again as a whole
+    cluster_sync.job_reconcile(job_id=job.pk, client=fake_kube)
+    remade = fake_kube.objects[paths.job(job.namespace, job.k8s_name)]
+    assert remade["spec"]["suspend"] is False
+    assert "status" not in remade
+    remade["metadata"]["uid"] = "second"
+
+    make_pods(fake_kube, job, range(2))
+    cluster_sync.job_reconcile(job_id=job.pk, client=fake_kube)
+    fail_worker(fake_kube, job, 0)
+    cluster_sync.job_reconcile(job_id=job.pk, client=fake_kube)
+    job.refresh_from_db()
+    assert (job.state, job.restarts, job.exit_code) == (JobState.FAILED, 1, 1)  # no restart left
