@@ -39,9 +39,20 @@ SCHEMA_PATH = "/api/schema/?format=json"
 # A schema-valid request the API refuses with 400 on a rule JSON Schema cannot state: the field
 # names each operation may blame. Every other 400 on schema-valid data is a failure.
 # A spec is checked against its project: the image allow-list, the quota (GPUs, slices, CPU, memory,
-# runtime), the project's volumes and forbidden mount points, reserved or repeated env names.
+# runtime; of all workers together), the project's volumes and forbidden mount points, reserved or
+# repeated env names.
 SPEC_RULES = frozenset(
-    {"image", "gpus", "mps_slices", "cpu_millicores", "memory_mib", "max_runtime_minutes", "volumes", "env"}
+    {
+        "image",
+        "workers",  # all workers together within the quota
+        "gpus",
+        "mps_slices",
+        "cpu_millicores",
+        "memory_mib",
+        "max_runtime_minutes",
+        "volumes",
+        "env",
+    }
 )
 # "one of your projects": a foreign project is a field error by design, never a hint that it exists
 PROJECT = frozenset({"project"})

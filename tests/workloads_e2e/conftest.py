@@ -16,6 +16,7 @@ import pytest
 from django.test import override_settings
 
 from deploy.localcluster import ClusterHandle
+from deploy.localcluster.nodes import GpuNodeSpec, node_manifest, node_names
 from tests.fixtures.personas import World
 from tests.workloads_e2e.live_portal import portal_server  # noqa: F401 - the live daphne fixture
 from tests.workloads_e2e.procs import wait_for as wait_for
@@ -39,6 +40,37 @@ def _nodes_reachable_by_ip(k8s_cluster: ClusterHandle) -> None:
         if any(a.get("type") == "Hostname" for a in addresses):
             keep = [a for a in addresses if a.get("type") != "Hostname"]
             client.patch(f"/api/v1/nodes/{node['metadata']['name']}/status", {"status": {"addresses": keep}})
+
+
+@contextlib.contextmanager
+def own_gpu_nodes(kube: RealKubeClient, count: int, product: str) -> Iterator[list[str]]:
+    """Kwok GPU nodes (4 GPUs each) of a GPU product nothing else asks for: a test whose jobs ask for
+    that type has these nodes to itself, whatever earlier tests left running on the others. Ready,
+    reachable by IP as the session's nodes are, and deleted after."""
+    spec = GpuNodeSpec(gpu_product=product, name_prefix=f"{product.lower()}-")
+    names = node_names(count, spec)
+    for name in names:
+        kube.create("/api/v1/nodes", node_manifest(name, spec))
+    try:
+
+        def ready() -> bool:
+            nodes = [kube.get(f"/api/v1/nodes/{name}") or {} for name in names]
+            return all(
+                any(
+                    c.get("type") == "Ready" and c.get("status") == "True"
+                    for c in n.get("status", {}).get("conditions") or []
+                )
+                for n in nodes
+            )
+
+        wait_for(ready, 120, f"{count} {product} nodes ready")
+        for name in names:
+            internal = [{"type": "InternalIP", "address": "127.0.0.1"}]
+            kube.patch(f"/api/v1/nodes/{name}/status", {"status": {"addresses": internal}})
+        yield names
+    finally:
+        for name in names:
+            kube.delete(f"/api/v1/nodes/{name}")
 
 
 @contextlib.contextmanager

@@ -28,11 +28,10 @@ from django.conf import settings
 from accounts.models import Quota
 from deploy.localcluster import ClusterHandle
 from tests.fixtures.personas import World
-from tests.workloads_e2e.conftest import wait_for
+from tests.workloads_e2e.conftest import own_gpu_nodes, wait_for
 from tests.workloads_e2e.harness import use_broker
 from tests.workloads_e2e.procs import REPO, PrivateRedis, start_worker, stop_process, worker_env
 from tests.workloads_e2e.sizes import SOAK
-from workloads.admission.live import live_cluster, node_states
 from workloads.choices import TERMINAL_STATES, JobState
 from workloads.k8s import builders, paths
 from workloads.k8s.client import RealKubeClient
@@ -44,7 +43,8 @@ from workloads.tests.conftest import IMAGE, allow_images
 
 pytestmark = [pytest.mark.cluster, pytest.mark.slow, pytest.mark.django_db(transaction=True)]
 SMALL, GANGS = (120, 8) if SOAK else (40, 4)
-SPEC = {"image": IMAGE, "cpu_millicores": 100, "memory_mib": 64}
+PRODUCT = "Gang-T15"  # six nodes of this GPU type, the test's own (own_gpu_nodes)
+SPEC = {"image": IMAGE, "cpu_millicores": 100, "memory_mib": 64, "gpu_type": PRODUCT}
 
 
 def start_controller(env: dict[str, str], log: Path) -> subprocess.Popen[bytes]:
@@ -114,11 +114,6 @@ def _gated(pod: dict[str, Any]) -> bool:
     return any(g.get("name") == builders.WORKER_GATE for g in pod["spec"].get("schedulingGates") or [])
 
 
-def _enough_free(kube: RealKubeClient) -> bool:
-    states = node_states(live_cluster(kube), reserved={}, slices_per_gpu=4)
-    return sum(n.free_gpus for n in states if n.schedulable and not n.placement) >= 20
-
-
 def _stream(world: World, kill: Any) -> Iterator[Job]:
     """Small jobs one every 0.5 s, a job of three workers of 4 GPUs every SMALL // GANGS of them;
     `kill` is called halfway."""
@@ -141,7 +136,25 @@ def test_no_worker_holds_gpus_while_its_job_is_incomplete_with_small_jobs_and_a_
     Quota.objects.filter(project=world.alpha).update(
         gpus=24, max_concurrent_jobs=200, cpu_millicores=200_000, memory_mib=400_000
     )
-    wait_for(lambda: _enough_free(kube), 180, "20 free GPUs in the cluster")
+    with own_gpu_nodes(kube, 6, PRODUCT):
+        jobs, sampler = _drill(world, kube, k8s_cluster, tmp_path)
+    gangs = list(Job.objects.filter(pk__in=[j.pk for j in jobs], workers__gt=1))
+    print(
+        f"T15: {len(jobs) - len(gangs)} small jobs, {len(gangs)} of 3 workers, {sampler.samples} samples; "
+        f"longest a job had part of its workers bound: {sampler.longest_partial_s:.2f} s"
+    )
+    assert len(gangs) == GANGS
+    assert {j.state for j in Job.objects.filter(pk__in=[j.pk for j in jobs])} == {JobState.SUCCEEDED}
+    assert all(runs <= 1 for runs in sampler.partial_runs.values()), sampler.partial_runs
+    for job in gangs:
+        seen = sampler.bound.get(str(job.uid), {})
+        assert seen == dict(enumerate(job.planned_nodes)), (job.pk, seen, job.planned_nodes)
+
+
+def _drill(
+    world: World, kube: RealKubeClient, k8s_cluster: ClusterHandle, tmp_path: Path
+) -> tuple[list[Job], Sampler]:
+    """The stream with the processes running and the sampler watching, until every job ended."""
     redis = PrivateRedis(tmp_path)
     redis.start()
     env = worker_env(
@@ -166,9 +179,8 @@ def test_no_worker_holds_gpus_while_its_job_is_incomplete_with_small_jobs_and_a_
 
             def settled() -> bool:
                 sweep()
-                return all(
-                    j.state in TERMINAL_STATES for j in Job.objects.filter(pk__in=[j.pk for j in jobs])
-                )
+                ended = Job.objects.filter(pk__in=[j.pk for j in jobs], state__in=TERMINAL_STATES)
+                return ended.count() == len(jobs)
 
             wait_for(settled, 600, "every job ended", every=3)
     finally:
@@ -177,14 +189,4 @@ def test_no_worker_holds_gpus_while_its_job_is_incomplete_with_small_jobs_and_a_
         for proc in [*controllers, *workers]:
             stop_process(proc)
         redis.stop()
-    gangs = list(Job.objects.filter(pk__in=[j.pk for j in jobs], workers__gt=1))
-    print(
-        f"T15: {len(jobs) - len(gangs)} small jobs, {len(gangs)} of 3 workers, {sampler.samples} samples; "
-        f"longest a job had part of its workers bound: {sampler.longest_partial_s:.2f} s"
-    )
-    assert len(gangs) == GANGS
-    assert {j.state for j in Job.objects.filter(pk__in=[j.pk for j in jobs])} == {JobState.SUCCEEDED}
-    assert all(runs <= 1 for runs in sampler.partial_runs.values()), sampler.partial_runs
-    for job in gangs:
-        seen = sampler.bound.get(str(job.uid), {})
-        assert seen == dict(enumerate(job.planned_nodes)), (job.pk, seen, job.planned_nodes)
+    return jobs, sampler
