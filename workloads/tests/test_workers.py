@@ -312,3 +312,23 @@ def test_a_failed_worker_starts_every_worker_again_while_restarts_are_left(
     cluster_sync.job_reconcile(job_id=job.pk, client=fake_kube)
     job.refresh_from_db()
     assert (job.state, job.restarts, job.exit_code) == (JobState.FAILED, 1, 1)  # no restart left
+
+
+def test_workers_wait_while_an_earlier_jobs_service_is_being_collected(
+    jobs_world: World, fake_kube: FakeKube
+) -> None:
+    fake_kube.nodes = [fake_node("n0"), fake_node("n1")]
+    job = submit(jobs_world)
+    admission_cycle()
+    cluster_sync.job_reconcile(job_id=job.pk, client=fake_kube)
+    fake_kube.objects[paths.job(job.namespace, job.k8s_name)]["metadata"]["uid"] = "second"
+    service = f"{paths.services(job.namespace)}/{job.k8s_name}"
+    fake_kube.objects[service] = {"metadata": {"name": job.k8s_name, "ownerReferences": [{"uid": "first"}]}}
+    make_pods(fake_kube, job, range(2))
+    cluster_sync.job_reconcile(job_id=job.pk, client=fake_kube)
+    pod = fake_kube.objects[f"{paths.pods(job.namespace)}/{job.k8s_name}-0-x"]
+    assert pod["spec"]["schedulingGates"] == [{"name": WORKER_GATE}]  # not yet: the old Service
+    del fake_kube.objects[service]  # collected with its Job
+    cluster_sync.job_reconcile(job_id=job.pk, client=fake_kube)
+    assert pod["spec"]["schedulingGates"] == []
+    assert fake_kube.objects[service]["metadata"]["ownerReferences"][0]["uid"] == "second"

@@ -74,8 +74,14 @@ class JobReconciler(Reconciler[Job]):
         if not release:
             return 0
         ids = builders.job_identity(owner)
-        self.client.create(paths.services(owner.namespace), builders.build_worker_service(ids, job))
-        self.client.create(paths.network_policies(owner.namespace), builders.build_worker_policy(ids, job))
+        for collection, body in (
+            (paths.services(owner.namespace), builders.build_worker_service(ids, job)),
+            (paths.network_policies(owner.namespace), builders.build_worker_policy(ids, job)),
+        ):
+            if self.client.create(collection, body) is None and not self._ours(collection, body):
+                # An earlier Job's (the job started again), which the garbage collector is removing
+                # with its owner: release once it is gone and this Job's own is made (the sweep).
+                return 0
         for name, node in release:
             self.client.patch(paths.pod(owner.namespace, name), builders.worker_release(node))
         return len(release)
@@ -84,6 +90,12 @@ class JobReconciler(Reconciler[Job]):
         selector = f"{labels.UID_LABEL}={self.owner.uid}"
         body = self.client.get(paths.pods(self.owner.namespace), {"labelSelector": selector})
         return list((body or {}).get("items") or [])
+
+    def _ours(self, collection: str, body: Obj) -> bool:
+        """The object `body` names exists and is owned by the same Kubernetes Job as `body`."""
+        current = self.client.get(f"{collection}/{body['metadata']['name']}") or {}
+        owners = (current.get("metadata") or {}).get("ownerReferences") or []
+        return [o.get("uid") for o in owners] == [o["uid"] for o in body["metadata"]["ownerReferences"]]
 
     def worker_pods(self) -> list[tuple[int, str]]:
         """(worker index, pod name) of the newest pod of each worker, worker 0 first."""
