@@ -123,6 +123,18 @@ def decide(job: JobIdle, gpus: Sequence[Activity], *, now: datetime, t: Threshol
     return Verdict(Action.NONE)
 
 
+def hung(
+    gpus: Sequence[Activity], *, was_busy: bool, now: datetime, window_s: int, t: Thresholds
+) -> tuple[Evidence, str]:
+    """A job of several workers whose collective may be hung: every GPU of every worker idle over
+    the last `window_s` (as idle reclaim judges idle) after the job had been busy. IDLE: flag it;
+    BUSY: clear a flag; NONE: no verdict (never busy yet, or a telemetry gap)."""
+    seen, numbers = evidence(gpus, start=now - timedelta(seconds=window_s), now=now, t=t)
+    if seen is Evidence.IDLE and not was_busy:
+        return Evidence.NONE, numbers
+    return seen, numbers
+
+
 def reclaimed_gpu_hours(
     *, suspended_at: datetime, until: datetime, started_at: datetime | None, max_runtime_s: float, gpus: float
 ) -> float:

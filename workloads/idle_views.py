@@ -1,4 +1,5 @@
-"""Pages' side of idle reclaim: the job page's banner context and its snooze, resume, exempt buttons."""
+"""Pages' side of idle reclaim: the job page's banner context and its snooze, resume, exempt buttons;
+and the restart of a job of several workers whose collective may be hung (its GPUs all idle)."""
 
 from __future__ import annotations
 
@@ -17,7 +18,7 @@ from accounts.models import User
 from accounts.selectors import is_operator, project_role
 from workloads import selectors
 from workloads.models import Job, QueueSettings
-from workloads.services import idle_actions
+from workloads.services import idle_actions, workers
 
 
 def idle_context(user: User, job: Job) -> dict[str, Any]:
@@ -43,7 +44,10 @@ def _do(request: HttpRequest, uid: str, verb: str) -> HttpResponse:
     user = _user(request)
     job = selectors.job_get(user=user, uid=uid)
     try:
-        if verb == "snooze":
+        if verb == "restart":
+            workers.workers_restart_now(actor=user, job=job, request=request)
+            messages.success(request, "Every worker starts again, from the front of the queue.")
+        elif verb == "snooze":
             idle_actions.job_idle_snooze(actor=user, job=job, request=request)
             messages.success(request, "Snoozed: the idle window starts again.")
         elif verb == "resume":
@@ -76,3 +80,9 @@ def job_idle_resume(request: HttpRequest, uid: str) -> HttpResponse:
 @require_POST
 def job_idle_exempt(request: HttpRequest, uid: str) -> HttpResponse:
     return _do(request, uid, "exempt")
+
+
+@login_required
+@require_POST
+def job_workers_restart(request: HttpRequest, uid: str) -> HttpResponse:
+    return _do(request, uid, "restart")

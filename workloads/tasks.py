@@ -19,7 +19,16 @@ from workloads.k8s.client import get_client
 from workloads.k8s.errors import K8sTransientError
 from workloads.k8s.faults import fault_point
 from workloads.selectors import job_of_uid
-from workloads.services import cluster_sync, grants, idle, k8s_events, nodes, notifications, publisher
+from workloads.services import (
+    cluster_sync,
+    grants,
+    idle,
+    k8s_events,
+    nodes,
+    notifications,
+    publisher,
+    workers,
+)
 from workloads.services.publisher import outbox_dispatch
 
 log = logging.getLogger(__name__)
@@ -143,5 +152,6 @@ def reconcile_node(node_id: int) -> None:
     ignore_result=True,
 )
 def idle_sweep() -> dict[str, int]:
-    """Warn the owners of jobs whose GPUs stay idle, withdraw warnings, suspend after the warning."""
-    return idle.idle_sweep()
+    """Warn the owners of jobs whose GPUs stay idle, withdraw warnings, suspend after the warning;
+    flag jobs of several workers whose GPUs all went idle after being busy."""
+    return {**idle.idle_sweep(), **workers.hang_sweep()}

@@ -14,6 +14,7 @@ urlpatterns = [
     path("<uuid:uid>/idle/snooze/", idle_views.job_idle_snooze, name="idle_snooze"),
     path("<uuid:uid>/idle/resume/", idle_views.job_idle_resume, name="idle_resume"),
     path("<uuid:uid>/idle/exempt/", idle_views.job_idle_exempt, name="idle_exempt"),
+    path("<uuid:uid>/workers/restart/", idle_views.job_workers_restart, name="workers_restart"),
     path("projects/<slug:slug>/usage/", views.project_usage, name="project_usage"),
     path("projects/<slug:slug>/templates/", views.project_templates, name="templates"),
     path("templates/<int:pk>/edit/", views.template_edit, name="template_edit"),

@@ -92,6 +92,11 @@ class Job(models.Model):
     worker_nodes = models.JSONField(
         default=list, blank=True, help_text="A job of several workers: the node the queue placed each on."
     )
+    hang_noticed_at = models.DateTimeField(
+        null=True,
+        blank=True,
+        help_text="A job of several workers: when every worker's GPUs were seen idle after being busy.",
+    )
     restarts = models.PositiveSmallIntegerField(
         default=0, help_text="A job of several workers: times all its workers started again after one failed."
     )

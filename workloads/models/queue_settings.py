@@ -18,6 +18,11 @@ class QueueSettings(models.Model):
         help_text="A job of several workers waiting this long for nodes has nodes held for it as they "
         "free up, so smaller jobs cannot keep taking them (0: never).",
     )
+    workers_hang_after_s = models.PositiveIntegerField(
+        default=600,
+        help_text="A running job of several workers whose GPUs have all been idle this long, after being "
+        "busy, is flagged as a collective that may be hung (page, email, webhook); 0: never.",
+    )
     workers_restarts = models.PositiveSmallIntegerField(
         default=0,
         help_text="A job of several workers one of which failed starts again, all its workers, at the "

@@ -64,7 +64,9 @@ def _candidates(now: datetime, policy: Policy) -> list[Job]:
     return list(jobs.exclude(idle_exempt=True, idle_warned_at__isnull=True))
 
 
-def _by_job(jobs: list[Job], rows: list[PodActivity]) -> dict[int, list[PodActivity]]:
+def activity_by_job(jobs: list[Job], rows: list[PodActivity]) -> dict[int, list[PodActivity]]:
+    """The sweep's activity rows (per pod and GPU) of each job, by job id; a pod is matched to its job
+    by name and namespace."""
     by_uid = {str(job.uid): job for job in jobs}
     out: dict[int, list[PodActivity]] = {job.pk: [] for job in jobs}
     for row in rows:
@@ -92,7 +94,7 @@ def _judge(policy: Policy, now: datetime) -> list[Action]:
     """The actions applied to the jobs `policy` covers."""
     jobs, t = _candidates(now, policy), policy.t
     since = now - timedelta(seconds=t.window_s)
-    activity = _by_job(
+    activity = activity_by_job(
         jobs, pod_activity(namespaces=sorted({j.namespace for j in jobs}), since=since, until=now)
     )
     done: list[Action] = []

@@ -26,6 +26,8 @@ from workloads.services.transitions import NOTIFY_ON
 
 IDLE_WARNING = "has idle GPUs: it will be suspended unless they get busy or you snooze the warning"
 IDLE_SUSPENDED = "was suspended because its GPUs stayed idle; resume it to queue it again"
+# A job of several workers (services.workers): every worker idle after being busy.
+WORKERS_HUNG = "has every worker's GPUs idle after being busy: a collective may be hung"
 
 
 class Event(NamedTuple):
@@ -40,11 +42,13 @@ EXACT = {
     NOTIFY_ON[JobState.LOST]: Event("job.lost", NotifyEvent.FAILED),
     IDLE_WARNING: Event("job.idle_warning", NotifyEvent.IDLE),
     IDLE_SUSPENDED: Event("job.idle_suspended", NotifyEvent.IDLE),
+    WORKERS_HUNG: Event("job.workers_hung", NotifyEvent.IDLE),
 }
 PREFIXES = (
     ("will be preempted at ", Event("job.preemption_notice", NotifyEvent.PREEMPTION)),  # services.queue
     ("was preempted", Event("job.preempted", NotifyEvent.PREEMPTION)),  # services.queue
     ("was stopped because GPU ", Event("job.gpu_requeue", NotifyEvent.GPU_REQUEUE)),  # gpu_failures
+    ("had a worker fail; ", Event("job.workers_restart", NotifyEvent.FAILED)),  # services.workers
 )
 OTHER = Event("job.notice", None)
 

@@ -170,6 +170,11 @@ def test_the_master_switch_off_emails_nothing(world: World) -> None:
     [
         ("was lost (the cluster showed no trace of it)", ("job.lost", NotifyEvent.FAILED)),
         (notifications.IDLE_SUSPENDED, ("job.idle_suspended", NotifyEvent.IDLE)),
+        (notifications.WORKERS_HUNG, ("job.workers_hung", NotifyEvent.IDLE)),
+        (
+            "had a worker fail; all 2 workers start again (restart 1 of 1)",
+            ("job.workers_restart", NotifyEvent.FAILED),
+        ),
         ("did something new", ("job.notice", None)),
     ],
 )
