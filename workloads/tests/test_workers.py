@@ -47,6 +47,16 @@ def errors_of(world: World, **spec: Any) -> dict[str, list[str]]:
     return caught.value.message_dict
 
 
+def admitted(world: World, fake: FakeKube) -> Job:
+    """A job of 2 workers of 4 GPUs on two fake nodes, admitted and its Kubernetes Job made."""
+    fake.nodes = [fake_node("n0"), fake_node("n1")]
+    job = submit(world)
+    assert admission_cycle() == [job.pk]
+    cluster_sync.job_reconcile(job_id=job.pk, client=fake)
+    job.refresh_from_db()
+    return job
+
+
 def gated_pod(job: Job, index: int, **extra: Any) -> dict[str, Any]:
     labels = {UID_LABEL: str(job.uid), WORKER_INDEX_LABEL: str(index)}
     return {
@@ -200,10 +210,7 @@ def test_the_form_submits_workers_and_the_page_shows_where_each_runs(
 def test_the_log_kept_of_a_job_of_several_workers_has_each_worker_first_to_last(
     jobs_world: World, fake_kube: FakeKube
 ) -> None:
-    fake_kube.nodes = [fake_node("n0"), fake_node("n1")]
-    job = submit(jobs_world)
-    admission_cycle()
-    cluster_sync.job_reconcile(job_id=job.pk, client=fake_kube)
+    job = admitted(jobs_world, fake_kube)
     make_pods(fake_kube, job, range(2))
     for index, text in ((1, b"rank 1 ready\nsum 3\n"), (0, b"rank 0 ready\nsum 3\n")):
         fake_kube.logs[paths.pod_log(job.namespace, f"{job.k8s_name}-{index}-x")] = text
@@ -317,10 +324,7 @@ def test_a_failed_worker_starts_every_worker_again_while_restarts_are_left(
 def test_workers_wait_while_an_earlier_jobs_service_is_being_collected(
     jobs_world: World, fake_kube: FakeKube
 ) -> None:
-    fake_kube.nodes = [fake_node("n0"), fake_node("n1")]
-    job = submit(jobs_world)
-    admission_cycle()
-    cluster_sync.job_reconcile(job_id=job.pk, client=fake_kube)
+    job = admitted(jobs_world, fake_kube)
     fake_kube.objects[paths.job(job.namespace, job.k8s_name)]["metadata"]["uid"] = "second"
     service = f"{paths.services(job.namespace)}/{job.k8s_name}"
     fake_kube.objects[service] = {"metadata": {"name": job.k8s_name, "ownerReferences": [{"uid": "first"}]}}
