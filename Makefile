@@ -122,7 +122,7 @@ test: lint typecheck layers venv proto system-deps cluster-build images oidc-pro
 # (the per-test timeout of `make test` is lifted: one drill alone takes longer).
 SOAK_TESTS ?= tests/workloads_e2e/test_outage_drills.py tests/workloads_e2e/test_chaos_worker_kill.py \
               plugin/tests/test_resilience.py workloads/tests/test_lifecycle_model_check.py workloads/tests/test_vanishing_evidence_model_check.py \
-              tests/security/test_api_fuzz.py tests/workloads_e2e/test_load.py
+              tests/security/test_api_fuzz.py tests/workloads_e2e/test_load.py tests/workloads_e2e/test_gang_pressure.py
 soak: venv proto system-deps cluster-build images
 	source deploy/setup/services.sh env
 	bash deploy/setup/services.sh up

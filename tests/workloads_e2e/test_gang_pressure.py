@@ -18,7 +18,7 @@ import subprocess
 import sys
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -130,7 +130,11 @@ def _stream(world: World, kill: Any) -> Iterator[Job]:
 
 
 def test_no_worker_holds_gpus_while_its_job_is_incomplete_with_small_jobs_and_a_killed_controller(
-    world: World, kube: RealKubeClient, k8s_cluster: ClusterHandle, tmp_path: Path
+    world: World,
+    kube: RealKubeClient,
+    k8s_cluster: ClusterHandle,
+    tmp_path: Path,
+    figures: Callable[[str], None],
 ) -> None:
     allow_images(world.alpha)
     Quota.objects.filter(project=world.alpha).update(
@@ -139,7 +143,7 @@ def test_no_worker_holds_gpus_while_its_job_is_incomplete_with_small_jobs_and_a_
     with own_gpu_nodes(kube, 6, PRODUCT):
         jobs, sampler = _drill(world, kube, k8s_cluster, tmp_path)
     gangs = list(Job.objects.filter(pk__in=[j.pk for j in jobs], workers__gt=1))
-    print(
+    figures(
         f"T15: {len(jobs) - len(gangs)} small jobs, {len(gangs)} of 3 workers, {sampler.samples} samples; "
         f"longest a job had part of its workers bound: {sampler.longest_partial_s:.2f} s"
     )
