@@ -56,7 +56,7 @@ class LiveCluster:
         """(job uid, worker index) of the bound, non-terminal pods of portal jobs; a job of one worker
         has worker 0 only (its pod has no completion index)."""
         return {
-            (str(_labels(p)[labels.UID_LABEL]), _worker_index(p))
+            (str(_labels(p)[labels.UID_LABEL]), labels.worker_index(p) or 0)
             for p in self.pods
             if _node_of(p) and labels.UID_LABEL in _labels(p)
         }
@@ -88,11 +88,6 @@ def _labels(obj: Obj) -> dict[str, str]:
 
 def is_live_pod(pod: Obj) -> bool:
     return (pod.get("status") or {}).get("phase") not in TERMINAL_PHASES
-
-
-def _worker_index(pod: Obj) -> int:
-    index = _labels(pod).get(labels.WORKER_INDEX_LABEL, "0")
-    return int(index) if index.isdigit() else 0
 
 
 def _node_of(pod: Obj) -> str:

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 from plugin.names import MANAGED_BY_LABEL, MANAGER
 
 MANAGED_BY = MANAGED_BY_LABEL
@@ -12,6 +14,12 @@ WORKER_INDEX_LABEL = "batch.kubernetes.io/job-completion-index"
 MANAGED_SELECTOR = f"{MANAGED_BY}={MANAGER}"
 # Writes use one field manager, so server-side apply knows which fields are the portal's.
 FIELD_MANAGER = MANAGER
+
+
+def worker_index(obj: dict[str, Any]) -> int | None:
+    """A pod's worker index (WORKER_INDEX_LABEL); None: not a worker of a job of several."""
+    value = str(((obj.get("metadata") or {}).get("labels") or {}).get(WORKER_INDEX_LABEL, ""))
+    return int(value) if value.isdigit() else None
 
 
 def managed() -> dict[str, str]:

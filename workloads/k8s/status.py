@@ -15,7 +15,7 @@ from typing import Any
 
 from plugin.names import parse_time
 from workloads.choices import JobState
-from workloads.k8s.labels import WORKER_INDEX_LABEL
+from workloads.k8s.labels import worker_index
 
 CONTROLLER_UID = "batch.kubernetes.io/controller-uid"  # the Job controller's, on each pod it made
 
@@ -49,19 +49,15 @@ def _terminated(pod: Obj) -> Obj | None:
     return None
 
 
-def _index(pod: Obj) -> str | None:
-    return ((pod.get("metadata") or {}).get("labels") or {}).get(WORKER_INDEX_LABEL)
-
-
 def _latest_pod(pods: list[Obj]) -> Obj | None:
     """The pod that speaks for the job: its newest; for a job of several workers, a failed worker's
     (its exit code is the job's) or else the first worker's."""
     live = [p for p in pods if p]
     if not live:
         return None
-    if any(_index(p) is not None for p in live):
+    if any(worker_index(p) is not None for p in live):
         failed = [p for p in live if (p.get("status") or {}).get("phase") == "Failed"]
-        live = failed or [p for p in live if _index(p) == "0"] or live
+        live = failed or [p for p in live if worker_index(p) == 0] or live
     return max(live, key=lambda p: (p.get("metadata") or {}).get("creationTimestamp") or "")
 
 

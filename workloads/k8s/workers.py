@@ -12,19 +12,13 @@ from __future__ import annotations
 from typing import Any
 
 from workloads.k8s.builders import WORKER_GATE
-from workloads.k8s.labels import WORKER_INDEX_LABEL
+from workloads.k8s.labels import worker_index
 
 Obj = dict[str, Any]
 
 
 def _gated(pod: Obj) -> bool:
     return any(g.get("name") == WORKER_GATE for g in (pod.get("spec") or {}).get("schedulingGates") or [])
-
-
-def workers_index(pod: Obj) -> int | None:
-    """A pod's worker index (None: not a worker of a job of several)."""
-    value = ((pod.get("metadata") or {}).get("labels") or {}).get(WORKER_INDEX_LABEL, "")
-    return int(value) if str(value).isdigit() else None
 
 
 def _live(pod: Obj) -> bool:
@@ -36,12 +30,12 @@ def workers_to_release(pods: list[Obj], planned: list[str], workers: int) -> lis
     """(pod name, planned node) for each gated worker, when every worker index has a live pod and a
     planned node; [] while any is missing (the next pod event brings the job back)."""
     live = [p for p in pods if _live(p)]
-    indices = {workers_index(p) for p in live}
+    indices = {worker_index(p) for p in live}
     if len(planned) != workers or not set(range(workers)) <= indices:
         return []
     out = []
     for pod in live:
-        index = workers_index(pod)
+        index = worker_index(pod)
         if _gated(pod) and index is not None and index < workers:
             out.append((str(pod["metadata"]["name"]), planned[index]))
     return sorted(out)

@@ -12,8 +12,9 @@ from workloads.choices import JobState
 from workloads.k8s import builders, labels, paths
 from workloads.k8s.client import KubeClient
 from workloads.k8s.errors import K8sError
+from workloads.k8s.labels import worker_index
 from workloads.k8s.reconcilers.base import NeedsUpdate, Obj, Reconciler
-from workloads.k8s.workers import workers_index, workers_to_release
+from workloads.k8s.workers import workers_to_release
 from workloads.models import Job, ProjectVolume
 
 log = logging.getLogger(__name__)
@@ -101,7 +102,7 @@ class JobReconciler(Reconciler[Job]):
         """(worker index, pod name) of the newest pod of each worker, worker 0 first."""
         newest: dict[int, Obj] = {}
         for pod in sorted(self.pods(), key=lambda p: str(p["metadata"].get("creationTimestamp") or "")):
-            index = workers_index(pod)
+            index = worker_index(pod)
             if index is not None:
                 newest[index] = pod  # the later made wins
         return [(index, str(newest[index]["metadata"]["name"])) for index in sorted(newest)]
