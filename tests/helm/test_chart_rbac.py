@@ -19,6 +19,7 @@ from tests.helm.chart import JSON, Kube
 from tests.helm.release import RELEASE, Release
 from workloads.k8s import builders
 from workloads.k8s.claims import build_claim
+from workloads.k8s.worker_objects import SshKey
 from workloads.models import ProjectVolume
 from workloads.spec import JobSpec
 
@@ -342,7 +343,7 @@ def as_worker(release: Release, *args: str, stdin: str | None = None) -> str:
     return release.kube.kubectl(*args, f"--as={user(release, 'worker')}", stdin=stdin, check=False)
 
 
-def test_the_worker_releases_a_gated_worker_and_makes_only_that_jobs_service_and_policy(
+def test_the_worker_releases_a_gated_worker_and_makes_only_that_jobs_service_policy_and_secret(
     release: Release, tenant: str
 ) -> None:
     kube = release.kube
@@ -382,6 +383,15 @@ def test_the_worker_releases_a_gated_worker_and_makes_only_that_jobs_service_and
     assert "only a policy that opens one job's pods to each other" in create(other)
     assert "created" in create(service)
     assert "created" in create(policy)
+    # A Secret the API server would fill with a ServiceAccount's token is not the job's SSH Secret.
+    ssh = builders.build_worker_ssh(JobSpec(image="x", workers=2), ids, owner, SshKey("private", "public"))
+    token = {**ssh, "type": "kubernetes.io/service-account-token"}
+    token["metadata"] = {**ssh["metadata"], "annotations": {"kubernetes.io/service-account.name": "default"}}
+    assert "only a job's SSH Secret" in create(token)
+    unowned = {**ssh, "metadata": {k: v for k, v in ssh["metadata"].items() if k != "ownerReferences"}}
+    assert "only a job's SSH Secret" in create(unowned)
+    assert "created" in create(ssh)
+    assert "cannot get" in as_worker(release, "get", "secret", ssh["metadata"]["name"], "-n", tenant)
     assert "cannot delete" in as_worker(
         release, "delete", "networkpolicy", policy["metadata"]["name"], "-n", tenant
     )

@@ -19,6 +19,7 @@ from tests.workloads_e2e.procs import wait_for
 from tests.workloads_e2e.test_job_lifecycle import drive
 from workloads.choices import JobState
 from workloads.k8s import paths
+from workloads.k8s.builders import MPI_DIR
 from workloads.k8s.client import RealKubeClient
 from workloads.k8s.labels import UID_LABEL, WORKER_INDEX_LABEL
 from workloads.models import Job
@@ -145,3 +146,33 @@ def test_torchrun_rendezvous_and_a_gloo_all_reduce_across_two_workers(
     assert "==> worker 1" in job.log_tail
     assert "[default0]:rank 0 of 2: sum 3" in job.log_tail
     assert "[default0]:rank 1 of 2: sum 3" in job.log_tail
+
+
+def test_mpirun_all_reduce_across_two_workers_over_the_jobs_ssh_key(
+    portal_on_real_node: RealKubeClient, real_node: RealNode, world: World, train_image: str
+) -> None:
+    program = (
+        "from mpi4py import MPI\n"
+        "comm = MPI.COMM_WORLD\n"
+        "total = comm.allreduce(comm.Get_rank() + 1)\n"
+        "print(f'mpi rank {comm.Get_rank()} of {comm.Get_size()} on {MPI.Get_processor_name()}: "
+        "sum {total}', flush=True)\n"
+    )
+    # Worker 0 runs mpirun once worker 1's SSH server takes the job's key; mpirun starts rank 1 there
+    # over SSH, with the hostfile the portal wrote.
+    data = {
+        "image": train_image,
+        "command": [f"{MPI_DIR}/launch", "mpirun", "-np", "2", "python3", "-c", program],
+        "workers": 2,
+        "gpus": 1,
+        "cpu_millicores": 500,
+        "memory_mib": 1024,
+        "placement": "real-node",
+    }
+    job = services.job_submit(actor=world.member, project=world.alpha, data=data)
+    drive(job, {JobState.SUCCEEDED, JobState.FAILED}, timeout=240)
+    assert job.state == JobState.SUCCEEDED, job.log_tail[-3000:]
+    worker_0, worker_1 = job.log_tail.split("==> worker 1")
+    assert f"mpi rank 0 of 2 on {job.k8s_name}-0: sum 3" in worker_0, job.log_tail
+    assert f"mpi rank 1 of 2 on {job.k8s_name}-1: sum 3" in worker_0, job.log_tail
+    assert "Accepted publickey" in worker_1, job.log_tail

@@ -8,57 +8,37 @@ pod-security, scheduling, identity or volume-source field.
 
 from __future__ import annotations
 
-import uuid
-from dataclasses import dataclass
-from typing import Any
-
 from accounts.models import Project, Quota
-from plugin.names import GPU_PRODUCT_LABEL, GPU_RESOURCE, MANAGER, REAL_NODE_LABEL, SHARED_RESOURCE
+from plugin.names import GPU_PRODUCT_LABEL, GPU_RESOURCE, REAL_NODE_LABEL, SHARED_RESOURCE
 from workloads import app_settings
 from workloads.choices import Placement
-from workloads.k8s.labels import MANAGED_BY, PROJECT_LABEL, WORKER_INDEX_LABEL, managed, object_meta
-from workloads.k8s.labels import UID_LABEL as UID_LABEL  # builders' users read the label here too
-from workloads.models import Job, ProjectVolume
+
+# Builders' users read these here too: a job's identity and the objects beside a job of several workers.
+from workloads.k8s.identity import JSON as JSON
+from workloads.k8s.identity import JobIdentity as JobIdentity
+from workloads.k8s.identity import job_identity as job_identity
+from workloads.k8s.identity import job_labels as job_labels
+from workloads.k8s.labels import PROJECT_LABEL, managed, object_meta
+from workloads.k8s.labels import UID_LABEL as UID_LABEL
+from workloads.k8s.worker_objects import MASTER_PORT as MASTER_PORT
+from workloads.k8s.worker_objects import MPI_DIR as MPI_DIR
+from workloads.k8s.worker_objects import WORKER_GATE as WORKER_GATE
+from workloads.k8s.worker_objects import build_worker_policy as build_worker_policy
+from workloads.k8s.worker_objects import build_worker_service as build_worker_service
+from workloads.k8s.worker_objects import build_worker_ssh as build_worker_ssh
+from workloads.k8s.worker_objects import launch_env
+from workloads.k8s.worker_objects import node_pin as node_pin
+from workloads.k8s.worker_objects import worker_host as worker_host
+from workloads.k8s.worker_objects import worker_release as worker_release
+from workloads.k8s.worker_objects import worker_ssh_volume as worker_ssh_volume
+from workloads.models import ProjectVolume
 from workloads.spec import JobSpec
-from workloads.spec.declaration import LAUNCH_ENV
 
 GPU = GPU_RESOURCE
 GPU_SHARED = SHARED_RESOURCE
 GPU_PRODUCT = GPU_PRODUCT_LABEL
 SIM_DELAY = "pod-complete.stage.kwok.x-k8s.io/delay"
-# A job of several workers: its pods wait behind this gate until each is pinned to its planned node,
-# and the gates of all of them are lifted in one pass (workloads/k8s/workers.py).
-WORKER_GATE = "gpuportal.dev/workers-placed"
-MASTER_PORT = 29500  # torchrun's default rendezvous port
 SIM_EXIT_CODE = "gpuportal.dev/exit-code"
-JSON = dict[str, Any]
-
-
-@dataclass(frozen=True)
-class JobIdentity:
-    """What a job's manifest needs besides its spec: who it is and where the queue put it."""
-
-    uid: uuid.UUID
-    name: str  # the Kubernetes Job's name, from the uid (Job.k8s_name)
-    namespace: str
-    project: str  # the project's slug
-    posix_id: int  # the project's own UID and GID in the pod
-    planned_node: str = ""  # the node the queue placed it on; "" before admission
-
-
-def job_identity(job: Job) -> JobIdentity:
-    return JobIdentity(
-        uid=job.uid,
-        name=job.k8s_name,
-        namespace=job.namespace,
-        project=job.project.slug,
-        posix_id=app_settings.project_posix_id(job.project_id),
-        planned_node=job.planned_node,
-    )
-
-
-def job_labels(ids: JobIdentity) -> dict[str, str]:
-    return {MANAGED_BY: MANAGER, UID_LABEL: str(ids.uid), PROJECT_LABEL: ids.project}
 
 
 def _resources(spec: JobSpec) -> JSON:
@@ -104,29 +84,6 @@ def _volumes(spec: JobSpec, claims: dict[str, ProjectVolume]) -> tuple[list[JSON
     return volumes, mounts
 
 
-def worker_host(ids: JobIdentity, index: int) -> str:
-    """Worker `index`'s DNS name inside its namespace: its pod's hostname under the job's headless
-    Service (an Indexed Job names each pod's host `<job>-<index>`)."""
-    return f"{ids.name}-{index}.{ids.name}"
-
-
-def launch_env(spec: JobSpec, ids: JobIdentity) -> list[JSON]:
-    """torchrun's names (and the plain ones MPI and DeepSpeed launchers read): the first worker is the
-    rendezvous, each worker's rank is its completion index."""
-    rank = {"valueFrom": {"fieldRef": {"fieldPath": f"metadata.annotations['{WORKER_INDEX_LABEL}']"}}}
-    master = worker_host(ids, 0)
-    plain = {
-        "MASTER_ADDR": master,
-        "MASTER_PORT": str(MASTER_PORT),
-        "WORLD_SIZE": str(spec.workers),
-        "PET_NNODES": str(spec.workers),
-        "PET_NPROC_PER_NODE": str(max(1, spec.gpus)),
-        "PET_MASTER_ADDR": master,
-        "PET_MASTER_PORT": str(MASTER_PORT),
-    }
-    return [{"name": n, "value": plain[n]} if n in plain else {"name": n, **rank} for n in LAUNCH_ENV]
-
-
 def _container(spec: JobSpec, ids: JobIdentity, mounts: list[JSON]) -> JSON:
     env = launch_env(spec, ids) if spec.workers > 1 else []
     container: JSON = {
@@ -159,6 +116,10 @@ def _pod_annotations(spec: JobSpec, simulation: bool) -> dict[str, str]:
 
 def _pod_spec(spec: JobSpec, ids: JobIdentity, claims: dict[str, ProjectVolume]) -> JSON:
     volumes, mounts = _volumes(spec, claims)
+    if spec.workers > 1:
+        ssh_volume, ssh_mount = worker_ssh_volume(ids)
+        volumes.append(ssh_volume)
+        mounts.append(ssh_mount)
     pod: JSON = {
         "restartPolicy": "Never",
         "automountServiceAccountToken": False,
@@ -189,18 +150,6 @@ def pod_affinity(spec: JobSpec, ids: JobIdentity) -> JSON | None:
     if not (spec.mps_slices and ids.planned_node):
         return None
     return node_pin(ids.planned_node)
-
-
-def node_pin(node: str) -> JSON:
-    """A pod's affinity to exactly one node, by name."""
-    term = {"matchFields": [{"key": "metadata.name", "operator": "In", "values": [node]}]}
-    return {"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {"nodeSelectorTerms": [term]}}}
-
-
-def worker_release(node: str) -> JSON:
-    """The merge patch that pins a gated worker's pod to its planned node and lifts its gate (a gated
-    pod's affinity may still be set; the scheduler sees the pod only once its gates are gone)."""
-    return {"spec": {"affinity": node_pin(node), "schedulingGates": []}}
 
 
 def build_job(
@@ -239,54 +188,6 @@ def build_job(
         "kind": "Job",
         "metadata": {"name": ids.name, "namespace": ids.namespace, "labels": labels},
         "spec": job_spec,
-    }
-
-
-def _owned_by(job: JSON) -> list[JSON]:
-    """An owner reference to the job's Kubernetes Job: what it owns goes when the Job goes (its TTL,
-    a cancel)."""
-    meta = job["metadata"]
-    return [{"apiVersion": "batch/v1", "kind": "Job", "name": meta["name"], "uid": meta["uid"]}]
-
-
-def build_worker_service(ids: JobIdentity, job: JSON) -> JSON:
-    """The headless Service that gives each worker of a job its DNS name (`worker_host`), ready or not:
-    the rendezvous starts before any worker is ready."""
-    return {
-        "apiVersion": "v1",
-        "kind": "Service",
-        "metadata": {
-            "name": ids.name,
-            "namespace": ids.namespace,
-            "labels": job_labels(ids),
-            "ownerReferences": _owned_by(job),
-        },
-        "spec": {
-            "clusterIP": "None",
-            "selector": {UID_LABEL: str(ids.uid)},
-            "publishNotReadyAddresses": True,
-        },
-    }
-
-
-def build_worker_policy(ids: JobIdentity, job: JSON) -> JSON:
-    """The tenant's default deny, opened between one job's workers, on any port, and nothing else."""
-    workers = [{"podSelector": {"matchLabels": {UID_LABEL: str(ids.uid)}}}]
-    return {
-        "apiVersion": "networking.k8s.io/v1",
-        "kind": "NetworkPolicy",
-        "metadata": {
-            "name": f"{ids.name}-workers",
-            "namespace": ids.namespace,
-            "labels": job_labels(ids),
-            "ownerReferences": _owned_by(job),
-        },
-        "spec": {
-            "podSelector": {"matchLabels": {UID_LABEL: str(ids.uid)}},
-            "policyTypes": ["Ingress", "Egress"],
-            "ingress": [{"from": workers}],
-            "egress": [{"to": workers}],
-        },
     }
 
 

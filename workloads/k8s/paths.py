@@ -29,6 +29,10 @@ def services(namespace: str) -> str:
     return f"/api/v1/namespaces/{namespace}/services"
 
 
+def secrets(namespace: str) -> str:
+    return f"/api/v1/namespaces/{namespace}/secrets"
+
+
 def network_policies(ns: str) -> str:
     return f"/apis/networking.k8s.io/v1/namespaces/{ns}/networkpolicies"
 

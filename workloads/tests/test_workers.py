@@ -4,11 +4,16 @@ The real cluster's versions are in tests/workloads_e2e/test_workers_cluster.py."
 
 from __future__ import annotations
 
+import base64
+import shutil
+import subprocess
 import uuid
 from datetime import timedelta
+from pathlib import Path
 from typing import Any
 
 import pytest
+from cryptography.hazmat.primitives import serialization
 from django.core.exceptions import ValidationError
 from django.utils import timezone
 
@@ -18,7 +23,7 @@ from tests.fixtures.personas import World, session_client
 from workloads.accounting import fair_share_usage, gpu_hours_row, slice_plan
 from workloads.admission.cycle import admission_cycle
 from workloads.choices import JobState
-from workloads.k8s import builders, paths
+from workloads.k8s import builders, paths, worker_objects
 from workloads.k8s.builders import WORKER_GATE
 from workloads.k8s.labels import UID_LABEL, WORKER_INDEX_LABEL
 from workloads.k8s.reconcilers.job import JobReconciler
@@ -142,6 +147,15 @@ def test_gated_workers_are_released_together_once_all_exist_with_their_service_a
     assert policy["spec"]["ingress"] == [
         {"from": [{"podSelector": {"matchLabels": {UID_LABEL: str(job.uid)}}}]}
     ]
+    secret = fake_kube.objects[f"{paths.secrets(job.namespace)}/{job.k8s_name}-ssh"]
+    assert secret["metadata"]["ownerReferences"][0]["uid"] == "k8s-uid-1"
+    files = {name: base64.b64decode(value).decode() for name, value in secret["data"].items()}
+    key = serialization.load_ssh_private_key(files["id_ed25519"].encode(), password=None)
+    public = key.public_key().public_bytes(serialization.Encoding.OpenSSH, serialization.PublicFormat.OpenSSH)
+    assert files["id_ed25519.pub"].startswith(public.decode() + " ")
+    name = job.k8s_name
+    assert files["hostfile"] == f"{name}-0 slots=4\n{name}-1.{name} slots=4\n"
+    assert files["launch"].startswith("#!/bin/sh")
     for index in range(2):
         pod = fake_kube.objects[f"{paths.pods(job.namespace)}/{job.k8s_name}-{index}-x"]
         assert pod["spec"]["schedulingGates"] == []
@@ -182,9 +196,17 @@ def test_a_job_of_several_workers_is_an_indexed_job_with_launch_wiring() -> None
     rank = f"metadata.annotations['{WORKER_INDEX_LABEL}']"
     assert env["RANK"]["valueFrom"]["fieldRef"]["fieldPath"] == rank
     assert env["NODE_RANK"] == {"name": "NODE_RANK", **env["RANK"]} | {"name": "NODE_RANK"}
+    # The job's SSH Secret, mounted into its workers only: group-readable, the launcher runnable.
+    assert pod["volumes"] == [builders.worker_ssh_volume(ids)[0]]
+    assert pod["volumes"][0]["secret"]["secretName"] == "job-x-ssh"
+    assert {i["path"]: i.get("mode") for i in pod["volumes"][0]["secret"]["items"]}["launch"] == 0o550
+    assert pod["containers"][0]["volumeMounts"] == [
+        {"name": "mpi", "mountPath": builders.MPI_DIR, "readOnly": True}
+    ]
     one = builders.build_job(JobSpec(image=IMAGE, gpus=2), ids, simulation=False)
     assert "completionMode" not in one["spec"]
     assert "schedulingGates" not in one["spec"]["template"]["spec"]
+    assert "volumes" not in one["spec"]["template"]["spec"]
 
 
 def test_the_form_submits_workers_and_the_page_shows_where_each_runs(
@@ -336,3 +358,12 @@ def test_workers_wait_while_an_earlier_jobs_service_is_being_collected(
     cluster_sync.job_reconcile(job_id=job.pk, client=fake_kube)
     assert pod["spec"]["schedulingGates"] == []
     assert fake_kube.objects[service]["metadata"]["ownerReferences"][0]["uid"] == "second"
+
+
+def test_the_mpi_launcher_is_shellcheck_clean() -> None:
+    shellcheck = shutil.which("shellcheck")
+    if shellcheck is None:
+        pytest.fail("shellcheck is missing: run deploy/setup/system-deps.sh")
+    script = Path(worker_objects.__file__).parent / "mpi-launch.sh"
+    out = subprocess.run([shellcheck, "--shell=sh", str(script)], capture_output=True, text=True, check=False)
+    assert out.returncode == 0, out.stdout

@@ -9,7 +9,9 @@
 #   gpuportal.local/redis:7       redis-server (the chart gives its command)
 # Both run as uid 999, as the official images and the chart's pod security context do. Beside them:
 #   gpuportal.local/train:1       Debian's python3-torch (a CPU build: PyPI's wheels pull the CUDA
-#                                 libraries) with torchrun, for the real node's jobs of several workers
+#                                 libraries) with torchrun, and Open MPI with python3-mpi4py, the SSH
+#                                 client and server and nss_wrapper (a passwd entry for the project's
+#                                 UID), for the real node's jobs of several workers
 # Cached in $GPUPORTAL_CACHE/realnode-images/stores-<key of the two scripts>; prints that folder.
 # Needs root (mmdebstrap's root mode). The chart's real-node test loads the stores, the workers' test
 # the training image.
@@ -39,6 +41,7 @@ store_hook() {
     sed -i "s/^$user:x:[0-9]*:/$user:x:$STORE_UID:/" "$dir/etc/group"
   fi
   rm -rf "$dir/etc/postgresql/"* "$dir/var/lib/postgresql/"* "$dir"/var/log/* "$dir/etc/redis/"*
+  rm -f "$dir"/etc/ssh/ssh_host_*  # a job's workers use the job's own key as their host key
   : >"$dir/etc/resolv.conf"
   : >"$dir/etc/hostname"
 }
@@ -89,7 +92,8 @@ main() {
   make_root redis "$WORK/redis.tar" redis-server
   make_image redis 7 "$WORK/redis.tar" --config.env PATH=/usr/sbin:/usr/bin:/sbin:/bin \
     --config.cmd redis-server --config.exposedports 6379/tcp
-  make_root train "$WORK/train.tar" python3-torch
+  make_root train "$WORK/train.tar" python3-torch python3-mpi4py openmpi-bin openssh-client \
+    openssh-server libnss-wrapper
   make_image train 1 "$WORK/train.tar" --config.env PATH=/usr/bin:/bin --config.env HOME=/tmp \
     --config.env LANG=C.UTF-8
   touch "$OUT.tmp/done"

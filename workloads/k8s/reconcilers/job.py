@@ -14,6 +14,7 @@ from workloads.k8s.client import KubeClient
 from workloads.k8s.errors import K8sError
 from workloads.k8s.labels import worker_index
 from workloads.k8s.reconcilers.base import NeedsUpdate, Obj, Reconciler
+from workloads.k8s.sshkeys import new_ssh_key
 from workloads.k8s.workers import workers_to_release
 from workloads.models import Job, ProjectVolume
 
@@ -67,17 +68,19 @@ class JobReconciler(Reconciler[Job]):
             return self.client.patch(self.path, {"spec": suspend})
 
     def release_workers(self, job: Obj, pods: list[Obj]) -> int:
-        """A job of several workers whose pods all exist: make its headless Service and NetworkPolicy
-        (409: there already), then pin each gated worker to its planned node and lift its gate.
-        Returns how many were released."""
+        """A job of several workers whose pods all exist: make its headless Service, NetworkPolicy and
+        SSH Secret (409: there already), then pin each gated worker to its planned node and lift its
+        gate. Returns how many were released."""
         owner = self.owner
         release = workers_to_release(pods, owner.planned_nodes, owner.workers)
         if not release:
             return 0
         ids = builders.job_identity(owner)
+        key = new_ssh_key(f"{ids.name}@{ids.namespace}")
         for collection, body in (
             (paths.services(owner.namespace), builders.build_worker_service(ids, job)),
             (paths.network_policies(owner.namespace), builders.build_worker_policy(ids, job)),
+            (paths.secrets(owner.namespace), builders.build_worker_ssh(owner.job_spec(), ids, job, key)),
         ):
             if self.client.create(collection, body) is None and not self._ours(collection, body):
                 # An earlier Job's (the job started again), which the garbage collector is removing
