@@ -83,6 +83,7 @@ def running_of(job: Job, now: datetime) -> RunningJob:
         memory_mib=job.memory_mib,
         workers=job.workers,
         nodes=tuple(job.planned_nodes) if job.workers > 1 else (),
+        name=str(job),
     )
 
 

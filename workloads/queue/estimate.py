@@ -32,6 +32,12 @@ def _running_end(state: ClusterState, now: datetime) -> Iterable[tuple[datetime,
         yield exp, r, running_placement(r)
 
 
+def next_end(state: ClusterState, now: datetime, nodes: set[str]) -> tuple[datetime, Job] | None:
+    """The running job holding whole GPUs on any of `nodes` that is expected to end first."""
+    ends = [(at, r) for at, r, _ in _running_end(state, now) if r.gpus and nodes & set(r.nodes or (r.node,))]
+    return min(ends, key=lambda e: (e[0], e[1].id), default=None)
+
+
 def estimate_starts(
     state: ClusterState,
     now: datetime,

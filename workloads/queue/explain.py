@@ -9,9 +9,9 @@ from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 
 from workloads.queue.admit import Block
-from workloads.queue.capacity import Placement, build_ledger
+from workloads.queue.capacity import Ledger, Placement, build_ledger
 from workloads.queue.decide import Decision, decide
-from workloads.queue.estimate import estimate_starts
+from workloads.queue.estimate import estimate_starts, next_end
 from workloads.queue.model import (
     ClusterState,
     Explanation,
@@ -152,6 +152,25 @@ def hints(state: ClusterState, now: datetime, job: PendingJob, block: Block) -> 
     return tuple(h for h in out if h)
 
 
+def _next_frees(
+    state: ClusterState, now: datetime, job: PendingJob, ledger: Ledger, numbers: dict[str, float]
+) -> str:
+    """A job of several workers waits for nodes: when the next of them frees, and by whose end. Another
+    project's job is named by its project only."""
+    serving = {name for name, node in ledger.nodes.items() if node.serves(job)}
+    found = next_end(state, now, serving)
+    if found is None:
+        return ""
+    at, running = found
+    numbers["frees_at"] = at.timestamp()
+    who = (
+        f"job {running.name}"
+        if running.project == job.project and running.name
+        else f"a job of {running.project}"
+    )
+    return f"; the next frees ≈ {_hhmm(at.timestamp())} when {who} ends"
+
+
 def _ahead_text(ahead: list[PendingJob]) -> tuple[str, tuple[tuple[int, int], ...]]:
     sizes = Counter((j.total_gpus or j.slices, bool(j.slices)) for j in ahead)
     pairs = sorted(sizes.items(), key=lambda kv: (-kv[0][0], kv[0][1]))
@@ -174,7 +193,8 @@ def explain_all(state: ClusterState, now: datetime, d: Decision) -> dict[JobId, 
     out: dict[JobId, Explanation] = {}
     for job in d.ordered:
         queue = per_project.setdefault(job.project, [])
-        out[job.id] = _one(state, now, d, job, queue, pos_global.get(job.id, 0), starts.get(job.id))
+        start = starts.get(job.id)
+        out[job.id] = _one(state, now, d, job, queue, pos_global.get(job.id, 0), start, ledger)
         if job.id in pos_global:
             queue.append(job)
     return out
@@ -188,6 +208,7 @@ def _one(
     ahead: list[PendingJob],
     pos: int,
     start: datetime | None,
+    ledger: Ledger,
 ) -> Explanation:
     admitted = next((a for a in d.result.admitted if a.job_id == job.id), None)
     if admitted is not None:
@@ -210,8 +231,10 @@ def _one(
     hint = hints(state, now, job, block)
     pos_p = 0 if job.held else len(ahead) + 1
     text = sentence(block, job)
+    numbers = dict(block.numbers)
+    if block.code == "no_node" and "workers" in block.numbers:
+        text += _next_frees(state, now, job, ledger, numbers)
     if block.held:
         minutes = int(block.numbers.get("waited_s", 0) // 60)
         text += f"; after {minutes} min waiting, {', '.join(block.held)} are held for it as they free up"
-    numbers = dict(block.numbers)
     return Explanation(job.id, block.code, numbers, pos_p, pos, start, text, hint, held=block.held)

@@ -64,6 +64,7 @@ class RunningJob:
     memory_mib: int = 0
     workers: int = 1
     nodes: tuple[str, ...] = ()
+    name: str = ""  # as its project's people know it (explanations name the job whose end frees GPUs)
 
     @property
     def total_gpus(self) -> int:

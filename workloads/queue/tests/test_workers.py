@@ -23,6 +23,23 @@ def test_a_job_of_four_workers_waits_with_the_numbers_while_only_three_nodes_hav
     assert e.sentence.startswith("needs 4 workers with 4 free GPUs each, each worker on one node: room for 3")
 
 
+def test_the_explanation_says_when_the_next_node_frees_and_whose_end_frees_it() -> None:
+    nodes = [node(f"n{i}", 4, 4) for i in range(3)] + [node("n3", 0, 4), node("x1", 0, 4, gpu_type="a100")]
+    mine = running(50, "a", "n3", 4, name="resnet", max_runtime_s=3600)  # ends at 12:50
+    other_type = running(51, "b", "x1", 4, max_runtime_s=1200)  # ends first, on a node of another type
+    s = state(
+        [job(1, gpus=4, workers=4, gpu_type="h200")], nodes, [QUOTA, ProjectQuota("b", 8)], [mine, other_type]
+    )
+    e = plan_cycle(s, at(60)).explanations[1]
+    assert e.sentence.endswith("none starts until all can; the next frees ≈ 12:50 when job resnet ends")
+    assert e.numbers["frees_at"] == at(3000).timestamp()
+    # Another project's job is named by its project only.
+    theirs = running(52, "b", "n3", 4, name="secret-run", max_runtime_s=1800)  # ends at 12:20
+    s = state([job(1, gpus=4, workers=4)], nodes, [QUOTA, ProjectQuota("b", 8)], [theirs])
+    e = plan_cycle(s, at(60)).explanations[1]
+    assert e.sentence.endswith("the next frees ≈ 12:20 when a job of b ends")
+
+
 def test_when_the_fourth_node_frees_all_four_workers_are_admitted_in_one_cycle() -> None:
     nodes = [node(f"n{i}", 4, 4) for i in range(4)]
     plan = plan_cycle(state([job(1, gpus=4, workers=4)], nodes, [QUOTA]), at(60))
