@@ -2,7 +2,8 @@
 
 The gpu app announces a failed GPU on `gpu.signals.gpu_failed` (it never imports workloads). The
 jobs it ran are found by the pods its telemetry attributed to it (`job-<uid>-…` in the project's
-namespace), on that node. Each moves to PREEMPTED with the reason; the reconciler re-suspends its
+namespace), on that node; a job of several workers is found by any worker's pod on any of its nodes,
+and goes back whole. Each moves to PREEMPTED with the reason; the reconciler re-suspends its
 Kubernetes Job and the admission cycle requeues it at the front of its priority once its pods are
 gone (`services.queue.requeue_preempted`), so it reruns on a GPU that is offered.
 """
@@ -10,6 +11,7 @@ gone (`services.queue.requeue_preempted`), so it reruns on a GPU that is offered
 from __future__ import annotations
 
 from django.db import transaction
+from django.db.models import Q
 
 from workloads.choices import JobState
 from workloads.models import Job
@@ -21,9 +23,11 @@ PREEMPTIBLE = (JobState.ADMITTED, JobState.RUNNING)
 
 
 def jobs_on_gpu(*, node: str, pods: list[tuple[str, str]]) -> list[Job]:
-    """The node's admitted or running jobs that own one of `pods` (namespace, pod name)."""
+    """The node's admitted or running jobs that own one of `pods` (namespace, pod name): any of whose
+    workers runs there."""
     wanted = set(pods)
-    jobs = Job.objects.select_related("project").filter(state__in=PREEMPTIBLE, node=node)
+    there = Q(node=node) | Q(worker_nodes__contains=[node])
+    jobs = Job.objects.select_related("project").filter(there, state__in=PREEMPTIBLE)
     return [
         job
         for job in jobs

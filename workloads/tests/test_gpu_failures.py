@@ -58,3 +58,32 @@ def test_jobs_elsewhere_or_already_done_are_left_alone(world: World) -> None:
     _send(elsewhere)  # the pod matches, but the failure is on another node
     assert Job.objects.get(pk=done.pk).state == JobState.SUCCEEDED
     assert Job.objects.get(pk=elsewhere.pk).state == JobState.RUNNING
+
+
+def test_a_failed_gpu_under_any_worker_requeues_the_whole_job_of_several_workers(
+    world: World, django_capture_on_commit_callbacks: Any
+) -> None:
+    job = Job.objects.create(
+        project=world.alpha,
+        owner=world.member,
+        image="pytorch",
+        gpus=2,
+        workers=2,
+        node="gpu-node-0",
+        planned_node="gpu-node-0",
+        worker_nodes=["gpu-node-0", "gpu-node-1"],
+        state=JobState.RUNNING,
+    )
+    with django_capture_on_commit_callbacks(execute=True):
+        gpu_failed.send(
+            sender=object,
+            node="gpu-node-1",
+            gpu_uuid="GPU-9",
+            reason="XID 79",
+            pods=[(job.namespace, f"{job.k8s_name}-1-q2w3e")],
+        )
+    job.refresh_from_db()
+    assert (job.state, job.state_reason) == (JobState.PREEMPTED, "GPU GPU-9 on gpu-node-1 failed: XID 79")
+    assert requeue_preempted(bound=set()) == [job.pk]
+    job.refresh_from_db()
+    assert (job.state, job.queue_front, job.workers) == (JobState.QUEUED, True, 2)
