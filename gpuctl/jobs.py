@@ -86,8 +86,10 @@ def _wait_for_start(http: httpx.Client, job_id: str, every: float) -> dict[str, 
         time.sleep(every)
 
 
-def _stream(http: httpx.Client, job_id: str, follow: bool) -> None:
+def _stream(http: httpx.Client, job_id: str, follow: bool, worker: int | None) -> None:
     params = {"follow": "1"} if follow else {}
+    if worker is not None:
+        params["worker"] = str(worker)
     with http.stream("GET", f"/api/v1/jobs/{job_id}/logs/", params=params, timeout=None) as response:
         if response.status_code >= 400:
             response.read()
@@ -100,7 +102,7 @@ def _stream(http: httpx.Client, job_id: str, follow: bool) -> None:
 def cmd_logs(args: argparse.Namespace) -> str:
     with client() as http:
         if not args.follow:
-            _stream(http, args.job, follow=False)
+            _stream(http, args.job, follow=False, worker=args.worker)
             return ""
         job = _follow(http, args)
     if job["state"] in TERMINAL and job["state"] != "succeeded":
@@ -114,7 +116,7 @@ def _follow(http: httpx.Client, args: argparse.Namespace) -> dict[str, Any]:
     Returns the job as it was when the stream ended for good (ended, or silent past the idle bound)."""
     while True:
         _wait_for_start(http, args.job, args.interval)
-        _stream(http, args.job, follow=True)
+        _stream(http, args.job, follow=True, worker=args.worker)
         job: dict[str, Any] = check(http.get(f"/api/v1/jobs/{args.job}/"))
         if job["state"] not in NOT_STARTED:
             return job
@@ -153,6 +155,12 @@ def add_job_actions(sub: Any) -> None:
         help="wait for the job to start, follow it, exit with its outcome",
     )
     logs.add_argument("--interval", type=interval, default=3.0, help="seconds between checks while it waits")
+    logs.add_argument(
+        "-w",
+        "--worker",
+        type=int,
+        help="a job of several workers: this worker's log (default: a failed worker's, else worker 0's)",
+    )
     logs.set_defaults(run=cmd_logs)
     cancel = sub.add_parser("cancel", help="cancel a job")
     cancel.add_argument("job")

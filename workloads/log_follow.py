@@ -24,6 +24,7 @@ from workloads import app_settings
 from workloads.k8s import paths
 from workloads.k8s.client import get_client
 from workloads.k8s.errors import K8sError
+from workloads.k8s.labels import UID_LABEL, WORKER_INDEX_LABEL
 from workloads.models import Job
 from workloads.selectors import job_list, jobs_with_project
 
@@ -55,6 +56,17 @@ class _OpenStreams:
 
 
 OPEN = _OpenStreams()
+
+
+def worker_pod(job: Job, worker: int | None) -> str:
+    """The pod whose log to read: the job's own (of a job of several workers, a failed worker's, else
+    worker 0's), or the newest pod of worker `worker` ("" while it has none)."""
+    if worker is None or job.workers == 1:
+        return job.pod_name
+    selector = f"{UID_LABEL}={job.uid},{WORKER_INDEX_LABEL}={worker}"
+    body = get_client().get(paths.pods(job.namespace), {"labelSelector": selector}) or {}
+    pods = sorted(body.get("items") or [], key=lambda p: str(p["metadata"].get("creationTimestamp") or ""))
+    return str(pods[-1]["metadata"]["name"]) if pods else ""
 
 
 def _job(job_id: int) -> Job | None:
@@ -93,16 +105,17 @@ async def _tail(job_id: int) -> bytes:
     return tail
 
 
-async def follow(job_id: int, user_id: int) -> AsyncGenerator[bytes, None]:
+async def follow(job_id: int, user_id: int, worker: int | None = None) -> AsyncGenerator[bytes, None]:
+    """`worker`: that worker's pod of a job of several; None: the job's own pod (worker_pod)."""
     OPEN.enter(user_id)
     try:
-        async for chunk in _follow(job_id, user_id):
+        async for chunk in _follow(job_id, user_id, worker):
             yield chunk
     finally:
         OPEN.leave(user_id)
 
 
-async def _follow(job_id: int, user_id: int) -> AsyncIterator[bytes]:
+async def _follow(job_id: int, user_id: int, worker: int | None) -> AsyncIterator[bytes]:
     poll, idle_limit = app_settings.log_follow_poll_s(), app_settings.log_follow_idle_s()
     idle, told = 0.0, False
     while idle < idle_limit:
@@ -115,9 +128,10 @@ async def _follow(job_id: int, user_id: int) -> AsyncIterator[bytes]:
         if not job.pod_name and not told:  # say why nothing comes yet (and let the headers go out)
             yield f"[waiting for the job to start: it is {job.state}]\n".encode()
             told = True
-        if job.pod_name:
+        pod = await asyncio.to_thread(worker_pod, job, worker) if job.pod_name else ""
+        if pod:
             try:
-                async for chunk in _live(job, user_id, poll):
+                async for chunk in _live(job, pod, user_id, poll):
                     yield chunk
                 return
             except K8sError as exc:
@@ -130,11 +144,11 @@ async def _follow(job_id: int, user_id: int) -> AsyncIterator[bytes]:
     yield b"\n[no output for a while: the stream ended; reload to follow again]\n"
 
 
-async def _live(job: Job, user_id: int, poll: float) -> AsyncIterator[bytes]:
+async def _live(job: Job, pod: str, user_id: int, poll: float) -> AsyncIterator[bytes]:
     """The pod's followed log; ends with the stream, when the job ended or stayed silent, or when
     the follower may no longer read it (deactivated, removed from the project)."""
     query = {"container": "main", "follow": "true"}
-    chunks = get_client().astream(paths.pod_log(job.namespace, job.pod_name), query)
+    chunks = get_client().astream(paths.pod_log(job.namespace, pod), query)
     idle, idle_limit, checked = 0.0, app_settings.log_follow_idle_s(), time.monotonic()
     async for chunk in _ticks(chunks, poll):
         if chunk is not None:

@@ -22,11 +22,11 @@ from workloads.models import Job
 log = logging.getLogger(__name__)
 
 
-def _live(job: Job, follow: bool) -> Iterator[bytes]:
+def _live(job: Job, pod: str, follow: bool) -> Iterator[bytes]:
     query = {"container": "main"}
     if follow:
         query["follow"] = "true"
-    path = paths.pod_log(job.namespace, job.pod_name)
+    path = paths.pod_log(job.namespace, pod)
     client = get_client()
     if follow:
         for line in client.stream(path, query, timeout=3600):
@@ -38,9 +38,23 @@ def _live(job: Job, follow: bool) -> Iterator[bytes]:
     yield data
 
 
-def log_lines(job: Job, *, follow: bool) -> Iterator[bytes]:
-    """The pod's log while it exists; afterwards (or when the pod is gone) the kept tail."""
-    if job.log_captured or not job.pod_name:
+def worker_param(job: Job, raw: str | None) -> int | None:
+    """The `worker` a log request names (None: none named), or ValueError saying what to send."""
+    if not raw:
+        return None
+    if not raw.isdigit() or int(raw) >= job.workers:
+        raise ValueError(
+            f"worker must be a worker's index, 0 to {job.workers - 1} (this job has {job.workers} "
+            f"worker{'' if job.workers == 1 else 's'}), not {raw[:20]!r}."
+        )
+    return int(raw)
+
+
+def log_lines(job: Job, *, follow: bool, worker: int | None = None) -> Iterator[bytes]:
+    """The pod's log while it exists (of one worker, where named); afterwards (or when the pod is
+    gone) the kept tail, every worker's."""
+    pod = log_follow.worker_pod(job, worker) if job.pod_name and not job.log_captured else ""
+    if not pod:
         yield log_follow.kept_tail(job)
         return
     # A followed log may be asked for while the container is still being created (pods/log: 400):
@@ -49,7 +63,7 @@ def log_lines(job: Job, *, follow: bool) -> Iterator[bytes]:
     while True:
         sent = False
         try:
-            for chunk in _live(job, follow):
+            for chunk in _live(job, pod, follow):
                 sent = True
                 yield chunk
             return
@@ -80,7 +94,9 @@ class TooManyStreams(Exception):
     """The user already holds the most followed log streams one process allows."""
 
 
-def log_response(job: Job, *, follow: bool, user_id: int, asgi: bool = False) -> StreamingHttpResponse:
+def log_response(
+    job: Job, *, follow: bool, user_id: int, asgi: bool = False, worker: int | None = None
+) -> StreamingHttpResponse:
     content: Iterator[bytes] | AsyncIterator[bytes]
     if follow and asgi:
         if log_follow.OPEN.full(user_id):
@@ -88,9 +104,9 @@ def log_response(job: Job, *, follow: bool, user_id: int, asgi: bool = False) ->
                 f"You already follow {app_settings.log_streams_per_user()} logs; close a job page "
                 "(or a `gpuctl logs -f`) and try again."
             )
-        content = log_follow.follow(job.pk, user_id)
+        content = log_follow.follow(job.pk, user_id, worker)
     else:
-        lines = log_lines(job, follow=follow)
+        lines = log_lines(job, follow=follow, worker=worker)
         content = _async_lines(lines) if asgi else lines
     response = StreamingHttpResponse(content, content_type="text/plain; charset=utf-8")
     response["Cache-Control"] = "no-store"

@@ -80,13 +80,18 @@ def suggest(job: Job, *, per_gpu: int, now: datetime | None = None) -> Hint | No
         return None
     total, mem, sm = measured
     peaks = f"peak {_gib(mem)} GiB and {sm} %"
+    each = " each worker" if job.workers > 1 else ""
     if job.gpus > 1:
+        # A job of several workers: the busiest GPU of any worker decides, for every worker.
         room = 1 + app_settings.rightsizing_headroom_pct() / 100
         need = max(1, math.ceil(job.gpus * max(mem * room / total, sm * room / 100)))
         if need >= job.gpus:
             return None
-        fewer = f"{need} GPU{'s' if need > 1 else ''}"
-        return Hint(f"asked {job.gpus} GPUs of {_gib(total)} GiB, {peaks} per GPU: {fewer} would do", need, 0)
+        fewer = f"{need} GPU{'s' if need > 1 else ''}{each}"
+        text = f"asked {job.gpus} GPUs of {_gib(total)} GiB{each}, {peaks} per GPU: {fewer} would do"
+        return Hint(text, need, 0)
+    if job.workers > 1:
+        return None  # MPS slices are for jobs of one worker
     slices = _slices_needed(total, mem, sm, per_gpu)
     asked = per_gpu if job.gpus else job.mps_slices
     if slices >= asked:

@@ -156,6 +156,7 @@ def _detail_context(user: User, job: Job, meta: TemplateForm | None = None) -> d
         "hint": rightsizing.suggest(job, per_gpu=rightsizing.per_gpu_for(job, plan)),
         "used_gpu_hours": job_used_hours(job, plan),
         "idle": idle_context(user, job),
+        "worker_indices": range(job.workers),
     }
 
 

@@ -12,7 +12,7 @@ import pytest
 from kubernetes import client
 
 from deploy.localcluster.realnode import RealNode
-from tests.fixtures.personas import World
+from tests.fixtures.personas import World, session_client
 from tests.realnode.helpers import run_to_end, submit_real
 from tests.realnode.probes import Try, outcomes, shell_script
 from tests.workloads_e2e.procs import wait_for
@@ -76,6 +76,11 @@ def test_workers_reach_each_other_by_name_and_another_job_of_the_project_cannot(
 
     log = wait_for(ended, 120, "worker 1 to fetch worker 0's page, or give up")
     assert "worker 1 of 2 reached worker 0" in log, log
+    # The API reads one worker's log by its index (the pods found by their labels on the cluster).
+    url = f"/api/v1/jobs/{job.uid}/logs/"
+    reader = session_client(world.member)
+    assert "worker 1 of 2 reached" in b"".join(reader.get(url, {"worker": "1"}).streaming_content).decode()
+    assert b"".join(reader.get(url, {"worker": "0"}).streaming_content) == b""
     served = worker_pods(kube, job)[0]
     assert served["status"]["phase"] == "Running"
     ip = served["status"]["podIP"]

@@ -185,14 +185,25 @@ class JobViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, viewsets.Gene
         )
         return Response(TemplateSerializer(template).data, status=status.HTTP_201_CREATED)
 
-    @extend_schema(parameters=[OpenApiParameter("follow", bool)], responses={(200, "text/plain"): str})
+    @extend_schema(
+        parameters=[
+            OpenApiParameter("follow", bool),
+            OpenApiParameter("worker", int, description="a job of several workers: this worker's log"),
+        ],
+        responses={(200, "text/plain"): str},
+    )
     @action(detail=True, methods=["get"])
     def logs(self, request: Request, id: str) -> StreamingHttpResponse:
         job = self.get_object()
         follow = request.query_params.get("follow") in ("1", "true", "yes")
         asgi = hasattr(request, "scope")
         try:
-            return logs.log_response(job, follow=follow, user_id=request_user(request).pk, asgi=asgi)
+            worker = logs.worker_param(job, request.query_params.get("worker"))
+        except ValueError as exc:
+            raise ValidationError({"worker": [str(exc)]}) from exc
+        try:
+            user = request_user(request).pk
+            return logs.log_response(job, follow=follow, user_id=user, asgi=asgi, worker=worker)
         except logs.TooManyStreams as exc:
             raise TooManyLogStreams(str(exc)) from exc
 

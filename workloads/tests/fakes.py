@@ -37,9 +37,9 @@ class FakeKube:
         prefix = path.rstrip("/") + "/"
         items = [o for p, o in self.objects.items() if p.startswith(prefix) and "/" not in p[len(prefix) :]]
         if path.endswith(("/pods", "/jobs", "/events")):
-            selector = (query or {}).get("labelSelector", "")
-            if selector:
-                key, _, value = selector.partition("=")
+            selector = (query or {}).get("labelSelector", "")  # equality terms, comma-separated
+            for term in filter(None, selector.split(",")):
+                key, _, value = term.partition("=")
                 items = [o for o in items if o.get("metadata", {}).get("labels", {}).get(key) == value]
             return {"items": items, "metadata": {"resourceVersion": str(self.rv)}}
         return None

@@ -16,6 +16,7 @@ from workloads import log_follow
 from workloads.choices import JobState
 from workloads.k8s import paths
 from workloads.k8s.client import set_client
+from workloads.k8s.labels import UID_LABEL, WORKER_INDEX_LABEL
 from workloads.models import Job
 from workloads.services import jobs as services
 from workloads.tests.conftest import IMAGE
@@ -73,3 +74,20 @@ async def test_a_followed_log_ends_when_its_reader_loses_access(jobs_world: Worl
     assert await anext(stream) == b"hello\n\n"
     await sync_to_async(User.objects.filter(pk=jobs_world.member.pk).update)(is_active=False)
     assert [chunk async for chunk in stream] == []
+
+
+@FAST
+async def test_one_worker_of_a_job_of_several_is_followed_by_its_index(
+    jobs_world: World, fake_kube: FakeKube
+) -> None:
+    job = await sync_to_async(_running_job)(jobs_world)
+    await sync_to_async(Job.objects.filter(pk=job.pk).update)(workers=2)
+    for index in range(2):
+        name = f"{job.k8s_name}-{index}-x"
+        labels = {UID_LABEL: str(job.uid), WORKER_INDEX_LABEL: str(index)}
+        fake_kube.objects[f"{paths.pods(job.namespace)}/{name}"] = {
+            "metadata": {"name": name, "labels": labels}
+        }
+        fake_kube.logs[paths.pod_log(job.namespace, name)] = f"worker {index}\n".encode()
+    chunks = [chunk async for chunk in log_follow.follow(job.pk, jobs_world.member.pk, 1)]
+    assert chunks == [b"worker 1\n"]

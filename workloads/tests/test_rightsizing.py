@@ -58,6 +58,7 @@ def test_the_suggestion_keeps_headroom_over_the_sm_peak_too() -> None:
         measured(minutes=5),  # too short a run to judge
         measured(telemetry_until=None),  # never measured
         measured(gpus=0, mps_slices=1),  # one slice is the smallest size
+        measured(workers=2),  # one GPU a worker: slices are for jobs of one worker
     ],
 )
 def test_no_hint_where_no_smaller_size_fits_or_nothing_was_measured(job: Job) -> None:
@@ -69,6 +70,15 @@ def test_a_multi_gpu_job_is_told_fewer_gpus() -> None:
     assert hint is not None
     assert hint.edits == {"gpus": 2, "mps_slices": 0}
     assert hint.text == "asked 4 GPUs of 32 GiB, peak 9 GiB and 20 % per GPU: 2 GPUs would do"
+
+
+def test_a_job_of_several_workers_is_told_fewer_gpus_for_each_worker() -> None:
+    hint = suggest(measured(gpus=4, workers=3), per_gpu=4)
+    assert hint is not None
+    assert hint.edits == {"gpus": 2, "mps_slices": 0}
+    assert hint.text == (
+        "asked 4 GPUs of 32 GiB each worker, peak 9 GiB and 20 % per GPU: 2 GPUs each worker would do"
+    )
 
 
 def test_a_slice_job_is_told_fewer_slices_of_the_gpu_it_ran_on() -> None:

@@ -245,6 +245,22 @@ def test_the_log_kept_of_a_job_of_several_workers_has_each_worker_first_to_last(
     )
 
 
+def test_the_log_of_one_worker_is_read_by_its_index(jobs_world: World, fake_kube: FakeKube) -> None:
+    job = admitted(jobs_world, fake_kube)
+    make_pods(fake_kube, job, range(2))
+    for index in range(2):
+        fake_kube.logs[paths.pod_log(job.namespace, f"{job.k8s_name}-{index}-x")] = f"rank {index}\n".encode()
+    Job.objects.filter(pk=job.pk).update(state=JobState.RUNNING, pod_name=f"{job.k8s_name}-0-x")
+    client = session_client(jobs_world.member)
+    url = f"/api/v1/jobs/{job.uid}/logs/"
+    assert b"".join(client.get(url).streaming_content) == b"rank 0\n"
+    assert b"".join(client.get(url, {"worker": "1"}).streaming_content) == b"rank 1\n"
+    for bad in ("2", "-1", "x"):
+        response = client.get(url, {"worker": bad})
+        assert response.status_code == 400, bad
+        assert "0 to 1 (this job has 2 workers)" in response.json()["error"]["fields"]["worker"][0], bad
+
+
 def test_gpu_hours_and_fair_share_count_every_worker(jobs_world: World) -> None:
 
     job = submit(jobs_world)  # 2 workers x 4 GPUs

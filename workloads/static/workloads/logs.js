@@ -1,11 +1,21 @@
-// Follows a job's log: the API streams text lines while the pod runs, then the kept tail.
+// Follows a job's log: the API streams text lines while the pod runs, then the kept tail. A job of
+// several workers has a choice of worker: choosing one stops the stream and follows that worker's.
 (function () {
   "use strict";
   const pre = document.getElementById("job-log");
   if (!pre) { return; }
-  const decoder = new TextDecoder();
+  const choice = document.getElementById("log-worker");
+  let controller = null;
   async function follow() {
-    const response = await fetch(pre.dataset.logUrl, { credentials: "same-origin" });
+    if (controller) { controller.abort(); }
+    const own = new AbortController();
+    controller = own;
+    const decoder = new TextDecoder();
+    let url = pre.dataset.logUrl;
+    if (choice && choice.value !== "") { url += "&worker=" + encodeURIComponent(choice.value); }
+    pre.textContent = "";
+    delete pre.dataset.done;
+    const response = await fetch(url, { credentials: "same-origin", signal: own.signal });
     if (!response.ok || !response.body) {
       pre.textContent = "The log is not available (" + response.status + ").";
       return;
@@ -18,5 +28,11 @@
     }
     pre.dataset.done = "1";
   }
-  follow().catch(function (err) { pre.textContent = "Log stream failed: " + err; });
+  function start() {
+    follow().catch(function (err) {
+      if (err.name !== "AbortError") { pre.textContent = "Log stream failed: " + err; }
+    });
+  }
+  if (choice) { choice.addEventListener("change", start); }
+  start();
 })();
