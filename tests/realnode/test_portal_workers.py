@@ -52,6 +52,10 @@ def worker_pods(kube: RealKubeClient, job: Job) -> dict[int, dict[str, Any]]:
     return {int(p["metadata"]["labels"][WORKER_INDEX_LABEL]): p for p in pods}
 
 
+def streamed(response: Any) -> bytes:
+    return b"".join(response.streaming_content)
+
+
 def pod_log(kube: RealKubeClient, job: Job, pod: dict[str, Any]) -> str:
     return kube.read_bytes(paths.pod_log(job.namespace, pod["metadata"]["name"])).decode()
 
@@ -79,8 +83,8 @@ def test_workers_reach_each_other_by_name_and_another_job_of_the_project_cannot(
     # The API reads one worker's log by its index (the pods found by their labels on the cluster).
     url = f"/api/v1/jobs/{job.uid}/logs/"
     reader = session_client(world.member)
-    assert "worker 1 of 2 reached" in b"".join(reader.get(url, {"worker": "1"}).streaming_content).decode()
-    assert b"".join(reader.get(url, {"worker": "0"}).streaming_content) == b""
+    assert b"worker 1 of 2 reached" in streamed(reader.get(url, {"worker": "1"}))
+    assert streamed(reader.get(url, {"worker": "0"})) == b""
     served = worker_pods(kube, job)[0]
     assert served["status"]["phase"] == "Running"
     ip = served["status"]["podIP"]

@@ -11,7 +11,7 @@ from datetime import datetime, timedelta
 
 from workloads.queue.admit import admit_all
 from workloads.queue.capacity import Job, Ledger, Placement, running_placement
-from workloads.queue.model import Admission, ClusterState, JobId, PendingJob, Usage
+from workloads.queue.model import Admission, ClusterState, JobId, PendingJob, RunningJob, Usage
 
 MAX_STEPS = 5_000
 
@@ -21,7 +21,7 @@ def expected_runtime_s(job: Job, table: Mapping[tuple[str, str], float]) -> floa
     return min(float(job.max_runtime_s), hist) if hist else float(job.max_runtime_s)
 
 
-def _running_end(state: ClusterState, now: datetime) -> Iterable[tuple[datetime, Job, Placement]]:
+def _expected_ends(state: ClusterState, now: datetime) -> Iterable[tuple[datetime, RunningJob]]:
     deadline = {n.job_id: n.deadline for n in state.notices}
     for r in state.running:
         exp = r.started_at + timedelta(seconds=expected_runtime_s(r, state.expected_runtime_s))
@@ -29,12 +29,17 @@ def _running_end(state: ClusterState, now: datetime) -> Iterable[tuple[datetime,
             exp = max(now, r.started_at + timedelta(seconds=r.max_runtime_s))
         if r.id in deadline:
             exp = min(exp, max(now, deadline[r.id]))
+        yield exp, r
+
+
+def _running_end(state: ClusterState, now: datetime) -> Iterable[tuple[datetime, Job, Placement]]:
+    for exp, r in _expected_ends(state, now):
         yield exp, r, running_placement(r)
 
 
-def next_end(state: ClusterState, now: datetime, nodes: set[str]) -> tuple[datetime, Job] | None:
+def next_end(state: ClusterState, now: datetime, nodes: set[str]) -> tuple[datetime, RunningJob] | None:
     """The running job holding whole GPUs on any of `nodes` that is expected to end first."""
-    ends = [(at, r) for at, r, _ in _running_end(state, now) if r.gpus and nodes & set(r.nodes or (r.node,))]
+    ends = [(at, r) for at, r in _expected_ends(state, now) if r.gpus and nodes & set(r.nodes or (r.node,))]
     return min(ends, key=lambda e: (e[0], e[1].id), default=None)
 
 

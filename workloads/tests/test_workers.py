@@ -74,6 +74,10 @@ def gated_pod(job: Job, index: int, **extra: Any) -> dict[str, Any]:
     }
 
 
+def streamed(response: Any) -> bytes:
+    return b"".join(response.streaming_content)
+
+
 def make_pods(fake: FakeKube, job: Job, indices: range) -> None:
     for index in indices:
         pod = gated_pod(job, index)
@@ -253,8 +257,8 @@ def test_the_log_of_one_worker_is_read_by_its_index(jobs_world: World, fake_kube
     Job.objects.filter(pk=job.pk).update(state=JobState.RUNNING, pod_name=f"{job.k8s_name}-0-x")
     client = session_client(jobs_world.member)
     url = f"/api/v1/jobs/{job.uid}/logs/"
-    assert b"".join(client.get(url).streaming_content) == b"rank 0\n"
-    assert b"".join(client.get(url, {"worker": "1"}).streaming_content) == b"rank 1\n"
+    assert streamed(client.get(url)) == b"rank 0\n"
+    assert streamed(client.get(url, {"worker": "1"})) == b"rank 1\n"
     for bad in ("2", "-1", "x"):
         response = client.get(url, {"worker": bad})
         assert response.status_code == 400, bad
