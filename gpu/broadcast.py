@@ -257,6 +257,7 @@ def node_frame(node: Any) -> NodeFrame:
         deleted=node.deleted,
         gpu_model=node.gpu_model,
         gpu_count=node.gpu_count,
+        held_for=node.held_for,
     )
 
 

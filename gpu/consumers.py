@@ -20,7 +20,7 @@ from accounts.live import LiveConsumer, user_group
 from accounts.models import User
 from gpu import broadcast, metrics, selectors
 from gpu.messages import GpuFrame, GroupMessage, NodeStateMessage, SamplesMessage
-from gpu.visibility import redact_all
+from gpu.visibility import redact_all, redact_node
 
 CLOSE_UNAUTHORISED = 4403
 
@@ -95,6 +95,8 @@ class LiveGpuConsumer(LiveConsumer):
         payload: dict[str, Any] = dict(message)
         if message["type"] == "gpu.samples":
             payload["gpus"] = redact_all(message["gpus"], self.namespaces)
+        else:
+            payload["nodes"] = {n: redact_node(f, self.namespaces) for n, f in message["nodes"].items()}
         await self.send_json(payload)
 
 

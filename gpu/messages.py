@@ -58,6 +58,7 @@ class NodeFrame(TypedDict):
     deleted: bool
     gpu_model: str
     gpu_count: int
+    held_for: str  # "project/job" the queue holds the node for; redacted for non-operators
 
 
 class NodeStateMessage(TypedDict):

@@ -135,10 +135,21 @@ def node_sweep() -> int:
 def node_holds_set(*, holds: Mapping[str, str]) -> int:
     """Mark each node the admission queue holds for a waiting job of several workers with that job
     (node name -> "project/job"), and clear the marks of the others; returns the rows changed."""
-    changed = Node.objects.exclude(held_for="").exclude(name__in=list(holds)).update(held_for="")
+    cleared = Node.objects.exclude(held_for="").exclude(name__in=list(holds))
+    names = set(cleared.values_list("name", flat=True))
+    cleared.filter(name__in=names).update(held_for="")
     for name, text in holds.items():
-        changed += Node.objects.filter(name=name).exclude(held_for=text).update(held_for=text[:200])
-    return changed
+        if Node.objects.filter(name=name).exclude(held_for=text[:200]).update(held_for=text[:200]):
+            names.add(name)
+    if names:
+        # The cluster map and node pages show the marks live (the cluster group and each node's).
+        transaction.on_commit(lambda: _nodes_changed(names))
+    return len(names)
+
+
+def _nodes_changed(names: set[str]) -> None:
+    for node in Node.objects.filter(name__in=names):
+        broadcast.node_changed(node)
 
 
 def _actor(actor: User | None) -> User | None:

@@ -9,8 +9,10 @@ from __future__ import annotations
 
 from typing import Any
 
-from gpu.messages import GpuFrame
+from gpu.messages import GpuFrame, NodeFrame
 
+# What a non-operator is told a held node is held for (the job and its project are another tenant's).
+HELD_FOR_OTHERS = "a waiting job of several workers"
 PUBLIC_KEYS = ("uuid", "node", "index", "ts", "health", "sharing_mode", "in_service")
 
 
@@ -32,3 +34,10 @@ def redact(frame: GpuFrame, namespaces: frozenset[str] | None) -> dict[str, Any]
 
 def redact_all(gpus: dict[str, GpuFrame], namespaces: frozenset[str] | None) -> dict[str, dict[str, Any]]:
     return {uuid: redact(frame, namespaces) for uuid, frame in gpus.items()}
+
+
+def redact_node(frame: NodeFrame, namespaces: frozenset[str] | None) -> NodeFrame:
+    """A node's state as the viewer may see it: only operators see which job a held node is for."""
+    if namespaces is None or not frame["held_for"]:
+        return frame
+    return {**frame, "held_for": HELD_FOR_OTHERS}

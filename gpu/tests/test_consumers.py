@@ -9,12 +9,13 @@ from datetime import UTC, datetime
 import pytest
 from asgiref.sync import sync_to_async
 
-from gpu import broadcast
+from gpu import broadcast, services
 from gpu.frames import frame
 from gpu.ingest import parse_batch
 from gpu.models import Gpu, Node
 from gpu.tests.factories import batch, make_gpus, make_node, sample
 from gpu.tests.ws import connect, receive_type
+from gpu.visibility import HELD_FOR_OTHERS
 from tests.fixtures.personas import World
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.asyncio]
@@ -145,3 +146,22 @@ async def test_the_embedded_in_memory_layer_also_delivers(world: World) -> None:
             await communicator.disconnect()
         finally:
             channel_layers.backends.clear()
+
+
+async def test_a_held_node_is_pushed_live_and_whose_job_only_to_operators(
+    world: World, cluster: tuple[Node, list[Gpu]]
+) -> None:
+    node, _ = cluster
+    operator, _ = await connect("/ws/cluster/", world.admin)
+    member, _ = await connect("/ws/cluster/", world.member)
+    for communicator in (operator, member):
+        await receive_type(communicator, "gpu.samples")  # the snapshot
+    # Outside a transaction the on-commit push goes at once, as after the cycle's commit.
+    assert await sync_to_async(services.node_holds_set)(holds={node.name: "gamma/job-9"}) == 1
+    seen = [(await receive_type(c, "node.state"))["nodes"][node.name]["held_for"] for c in (operator, member)]
+    assert seen == ["gamma/job-9", HELD_FOR_OTHERS]
+    assert await sync_to_async(services.node_holds_set)(holds={}) == 1
+    seen = [(await receive_type(c, "node.state"))["nodes"][node.name]["held_for"] for c in (operator, member)]
+    assert seen == ["", ""]
+    for communicator in (operator, member):
+        await communicator.disconnect()

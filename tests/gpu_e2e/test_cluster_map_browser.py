@@ -1,4 +1,5 @@
-"""The cluster map in headless Chromium against a live daphne: tiles change with new samples, no reload."""
+"""The cluster map in headless Chromium against a live daphne: tiles change with new samples, and nodes
+show the queue's holds, no reload."""
 
 from __future__ import annotations
 
@@ -9,6 +10,7 @@ import pytest
 from django.conf import settings
 from playwright.sync_api import expect, sync_playwright
 
+from gpu import services
 from gpu.models import Gpu, Node
 from gpu.tests.factories import batch, make_gpus, make_node, node_token, sample
 from gpu.tests.ws import session_cookie
@@ -32,7 +34,10 @@ def _post(base: str, node: Node, secret: str, gpus: list[Gpu], utils: list[int],
     assert response.status_code == 200, response.text
 
 
-def test_the_cluster_map_updates_live_without_reload(world: World) -> None:
+def test_the_cluster_map_updates_live_without_reload(world: World, monkeypatch: pytest.MonkeyPatch) -> None:
+    # Playwright's sync API runs an event loop in this thread; the queue's hold marks are ordinary
+    # blocking ORM calls between browser steps, so Django's async-context guard is relaxed here only.
+    monkeypatch.setenv("DJANGO_ALLOW_ASYNC_UNSAFE", "true")
     nodes = [make_node(f"gpu-node-{i}") for i in range(3)]
     fleet = [(node, make_gpus(node, 4)) for node in nodes]
     secrets = {node.name: node_token(node) for node, _ in fleet}
@@ -60,5 +65,12 @@ def test_the_cluster_map_updates_live_without_reload(world: World) -> None:
             "gp-alpha"
         )
         docs_shot(page, "cluster-map.png")
+        # A node the queue holds for a waiting job of several workers says so, live, and stops saying so.
+        held = page.locator(f".gpu-node[data-node='{nodes[2].name}'] [data-node-held]")
+        expect(held).to_have_count(0)
+        services.node_holds_set(holds={nodes[2].name: "alpha/job-x"})
+        expect(held).to_have_text("held for alpha/job-x as its GPUs free up", timeout=10000)
+        services.node_holds_set(holds={})
+        expect(held).to_have_count(0, timeout=10000)
         browser.close()
     assert not [e for e in errors if "Content Security Policy" in e], errors

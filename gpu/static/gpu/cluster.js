@@ -30,6 +30,23 @@
     var label = state.deleted ? "deleted" : state.cordoned ? "cordoned" : state.ready ? "ready" : "not ready";
     card.querySelector("[data-node-state]").textContent = label;
     card.classList.toggle("gpu-node-cordoned", Boolean(state.cordoned));
+    paintHeld(card, state.held_for);
+  }
+
+  // A node the queue holds for a waiting job of several workers (the server redacts whose).
+  function paintHeld(card, heldFor) {
+    var note = card.querySelector("[data-node-held]");
+    if (!heldFor) {
+      if (note) { note.remove(); }
+      return;
+    }
+    if (!note) {
+      note = document.createElement("small");
+      note.className = "gpu-node-held";
+      note.setAttribute("data-node-held", "");
+      card.querySelector("header").appendChild(note);
+    }
+    note.textContent = "held for " + heldFor + " as its GPUs free up";
   }
 
   function onMessage(message) {
