@@ -12,6 +12,9 @@ node is a candidate only when all of them are borrowers. A victim is first sent 
 it is preempted only once the notice's deadline has passed and the lender still needs it. While a
 reclaim is in progress the node's free GPUs (or slices) and the cohort's idle quota are reserved for
 the lender for the rest of the cycle.
+
+A lender's job of several workers (whole GPUs) places its workers one at a time, each where it
+displaces the fewest borrowers, on nodes of one GPU type; every node it would use is reserved.
 """
 
 from __future__ import annotations
@@ -49,6 +52,47 @@ def _all_borrowed(node: NodeCap, job: PendingJob, group: list[RunningJob]) -> bo
     """Every job of another project holding slices on the node is one of the borrowers `group`."""
     borrowed = Counter(r.project for r in group)
     return all(borrowed[p] >= n for p, n in node.tenants.items() if n > 0 and p != job.project)
+
+
+def _hosts(job: PendingJob, node: NodeCap, victims: list[RunningJob]) -> int:
+    """Workers of `job` a node hosts once `victims` go (GPUs, CPU and memory)."""
+    room = (node.free + sum(r.gpus for r in victims)) // job.gpus
+    for free, each, back in (
+        (node.cpu, job.cpu_millicores, sum(r.cpu_millicores for r in victims)),
+        (node.memory, job.memory_mib, sum(r.memory_mib for r in victims)),
+    ):
+        if free is not None and each:
+            room = min(room, (free + back) // each)
+    return room
+
+
+GangPlan = tuple[dict[str, list[RunningJob]], dict[str, int]]  # node -> victims; node -> workers
+
+
+def _gang_plan(
+    job: PendingJob, ledger: Ledger, names: list[str], candidates: dict[str, list[RunningJob]]
+) -> GangPlan | None:
+    """Within nodes `names` (one GPU type): each next worker where it displaces the fewest borrowers
+    (youngest first), or None when the borrowers there cannot make room for all."""
+    queues = {
+        n: sorted(candidates.get(n, []), key=lambda r: (r.started_at, r.id), reverse=True) for n in names
+    }
+    victims: dict[str, list[RunningJob]] = {}
+    hosted: dict[str, int] = {}
+    for _ in range(job.workers):
+        step: tuple[int, str, list[RunningJob]] | None = None
+        for name in names:
+            node, taken, count = ledger.nodes[name], victims.get(name, []), hosted.get(name, 0)
+            rest, extra = queues[name][len(taken) :], []
+            while _hosts(job, node, taken + extra) <= count and len(extra) < len(rest):
+                extra.append(rest[len(extra)])
+            if _hosts(job, node, taken + extra) > count and (step is None or (len(extra), name) < step[:2]):
+                step = (len(extra), name, extra)
+        if step is None:
+            return None
+        victims.setdefault(step[1], []).extend(step[2])
+        hosted[step[1]] = hosted.get(step[1], 0) + 1
+    return victims, hosted
 
 
 class Reclaimer:
@@ -96,12 +140,58 @@ class Reclaimer:
                 best = (len(chosen), have, name, chosen)
         return (best[2], best[3]) if best else None
 
+    def gang_victims(self, job: PendingJob, ledger: Ledger) -> GangPlan | None:
+        """A job of several workers: nodes of one GPU type that host every worker once the fewest
+        borrowers go (node -> its victims, maybe none), or None. Each next worker goes where it costs
+        the fewest victims (youngest first); of the GPU types, the one needing the fewest victims."""
+        candidates = self._candidates(job, ledger)
+        by_type: dict[str, list[str]] = {}
+        for name, node in ledger.nodes.items():
+            if node.serves(job):
+                by_type.setdefault(node.gpu_type, []).append(name)
+        best: tuple[int, str, GangPlan] | None = None
+        for gpu_type, names in sorted(by_type.items()):
+            plan = _gang_plan(job, ledger, names, candidates)
+            if plan is not None:
+                count = sum(len(v) for v in plan[0].values())
+                if best is None or (count, gpu_type) < best[:2]:
+                    best = (count, gpu_type, plan)
+        return best[2] if best else None
+
     def __call__(self, job: PendingJob, ledger: Ledger, blocked: Block | None = None) -> Block | None:
-        # Victims are chosen on one node; a job of several workers waits for borrowers to end.
-        found = self.victims(job, ledger) if _amount(job) and job.workers == 1 else None
+        if not _amount(job):
+            return None
+        if job.workers > 1:
+            return self._reclaim_gang(job, ledger)
+        found = self.victims(job, ledger)
         if found is None:
             return None
         name, chosen = found
+        block = self._notify(job, chosen)
+        _reserve(ledger.nodes[name], job)
+        self._reserve_pool(job, ledger)
+        return block
+
+    def _reclaim_gang(self, job: PendingJob, ledger: Ledger) -> Block | None:
+        plan = self.gang_victims(job, ledger)
+        if plan is None or not any(plan[0].values()):
+            return None
+        victims, hosted = plan
+        block = self._notify(job, [r for chosen in victims.values() for r in chosen])
+        for name, count in hosted.items():
+            node = ledger.nodes[name]
+            node.free -= min(node.free, job.gpus * count)
+        self._reserve_pool(job, ledger)
+        return block
+
+    def _reserve_pool(self, job: PendingJob, ledger: Ledger) -> None:
+        """The cohort's idle quota stays the lender's for the rest of the cycle."""
+        cohort = ledger.limit(job.project).cohort
+        reserved = ledger.pool_reserved_slices if job.slices else ledger.pool_reserved
+        reserved[cohort] = reserved.get(cohort, 0) + _amount(job) * job.workers
+
+    def _notify(self, job: PendingJob, chosen: list[RunningJob]) -> Block:
+        """Notice to each victim (preempted once its notice has run out); the lender's block."""
         deadline = self.now
         for r in chosen:
             self.claimed.add(r.id)
@@ -112,14 +202,10 @@ class Reclaimer:
             if old.deadline <= self.now:
                 self.preempt.append(r.id)
             deadline = max(deadline, old.deadline)
-        _reserve(ledger.nodes[name], job)
-        cohort = ledger.limit(job.project).cohort
-        reserved = ledger.pool_reserved_slices if job.slices else ledger.pool_reserved
-        reserved[cohort] = reserved.get(cohort, 0) + _amount(job)
         numbers = {
             "gpus": sum(_amount(r) for r in chosen),
             "deadline": deadline.timestamp(),
-            "need": _amount(job),
+            "need": _amount(job) * job.workers,
         }
         if job.slices:
             numbers["slices"] = 1  # "gpus" holds the count, in slices (as in admit's node blocks)

@@ -40,6 +40,41 @@ def test_the_explanation_says_when_the_next_node_frees_and_whose_end_frees_it() 
     assert e.sentence.endswith("the next frees ≈ 12:20 when a job of b ends")
 
 
+def test_a_lender_of_several_workers_reclaims_the_fewest_borrowers_and_keeps_the_free_node() -> None:
+    quotas = [ProjectQuota("a", 8), ProjectQuota("b", 4), ProjectQuota("c", 4)]
+    nodes = [node("n0", 0, 4), node("n1", 0, 4), node("n2", 4, 4)]
+    lent = [
+        running(50, "b", "n0", 4, borrowing=True, started_at=at(0)),
+        running(51, "b", "n1", 2, borrowing=True, started_at=at(10)),
+        running(52, "b", "n1", 2, borrowing=True, started_at=at(20)),
+    ]
+    gang = job(1, gpus=4, workers=2, submitted_at=at(0))
+    small = job(2, project="c", gpus=4, submitted_at=at(5))
+    s = state([gang, small], nodes, quotas, lent)
+    plan = plan_cycle(s, at(100))
+    # One worker fits n2 as it is; the other costs one borrower on n0, two on n1.
+    assert [n.job_id for n in plan.notices if n.for_job == 1] == [50]
+    # n2 stays the lender's this cycle: the small job (a lender too) reclaims on n1 instead.
+    assert plan.admit == []
+    assert sorted(n.job_id for n in plan.notices if n.for_job == 2) == [51, 52]
+    e = plan.explanations[1]
+    assert (e.code, e.numbers["gpus"], e.numbers["need"]) == ("reclaiming", 4, 8)
+    due = plan_cycle(state([gang, small], nodes, quotas, lent, notices=tuple(plan.notices)), at(400))
+    assert sorted(due.preempt) == [50, 51, 52]
+    freed = [node("n0", 4, 4), nodes[1], nodes[2]]
+    (a,) = plan_cycle(state([gang], freed, quotas, lent[1:]), at(500)).admit
+    assert sorted(a.nodes) == ["n0", "n2"]
+
+
+def test_a_lender_of_several_workers_reclaims_nothing_when_borrowers_cannot_make_room() -> None:
+    quotas = [ProjectQuota("a", 12), ProjectQuota("b", 4)]
+    nodes = [node("n0", 0, 4), node("n1", 4, 4)]
+    lent = [running(50, "b", "n0", 4, borrowing=True, started_at=at(0))]
+    plan = plan_cycle(state([job(1, gpus=4, workers=3)], nodes, quotas, lent), at(100))
+    assert plan.notices == []
+    assert plan.explanations[1].code == "no_node"
+
+
 def test_when_the_fourth_node_frees_all_four_workers_are_admitted_in_one_cycle() -> None:
     nodes = [node(f"n{i}", 4, 4) for i in range(4)]
     plan = plan_cycle(state([job(1, gpus=4, workers=4)], nodes, [QUOTA]), at(60))
