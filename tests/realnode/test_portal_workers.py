@@ -126,6 +126,23 @@ def test_a_worker_that_exits_1_fails_the_job_and_stops_the_other(
     assert "worker 1 gives up" in job.log_tail
 
 
+def train_to_end(world: World, image: str, command: list[str]) -> Job:
+    """Two workers of one GPU each on the real node run `command` to success."""
+    data = {
+        "image": image,
+        "command": command,
+        "workers": 2,
+        "gpus": 1,
+        "cpu_millicores": 500,
+        "memory_mib": 1024,
+        "placement": "real-node",
+    }
+    job = services.job_submit(actor=world.member, project=world.alpha, data=data)
+    drive(job, {JobState.SUCCEEDED, JobState.FAILED}, timeout=240)
+    assert job.state == JobState.SUCCEEDED, job.log_tail[-3000:]
+    return job
+
+
 def test_torchrun_rendezvous_and_a_gloo_all_reduce_across_two_workers(
     portal_on_real_node: RealKubeClient, real_node: RealNode, world: World, train_image: str
 ) -> None:
@@ -139,18 +156,8 @@ def test_torchrun_rendezvous_and_a_gloo_all_reduce_across_two_workers(
     # torchrun reads its node count, rank and rendezvous from the PET_ variables the portal sets.
     # Debian's torch 1.13 on Python 3.11 cannot parse its own default "0" for --redirects and --tee
     # (enum iteration skips the 0 and the combined members): stdout is teed instead (1).
-    data = {
-        "image": train_image,
-        "command": ["torchrun", "--redirects", "1", "--tee", "1", "--no_python", "python3", "-c", program],
-        "workers": 2,
-        "gpus": 1,
-        "cpu_millicores": 500,
-        "memory_mib": 1024,
-        "placement": "real-node",
-    }
-    job = services.job_submit(actor=world.member, project=world.alpha, data=data)
-    drive(job, {JobState.SUCCEEDED, JobState.FAILED}, timeout=240)
-    assert job.state == JobState.SUCCEEDED, job.log_tail[-2000:]
+    command = ["torchrun", "--redirects", "1", "--tee", "1", "--no_python", "python3", "-c", program]
+    job = train_to_end(world, train_image, command)
     assert "==> worker 0" in job.log_tail
     assert "==> worker 1" in job.log_tail
     assert "[default0]:rank 0 of 2: sum 3" in job.log_tail
@@ -169,18 +176,9 @@ def test_mpirun_all_reduce_across_two_workers_over_the_jobs_ssh_key(
     )
     # Worker 0 runs mpirun once worker 1's SSH server takes the job's key; mpirun starts rank 1 there
     # over SSH, with the hostfile the portal wrote.
-    data = {
-        "image": train_image,
-        "command": [f"{MPI_DIR}/launch", "mpirun", "-np", "2", "python3", "-c", program],
-        "workers": 2,
-        "gpus": 1,
-        "cpu_millicores": 500,
-        "memory_mib": 1024,
-        "placement": "real-node",
-    }
-    job = services.job_submit(actor=world.member, project=world.alpha, data=data)
-    drive(job, {JobState.SUCCEEDED, JobState.FAILED}, timeout=240)
-    assert job.state == JobState.SUCCEEDED, job.log_tail[-3000:]
+    job = train_to_end(
+        world, train_image, [f"{MPI_DIR}/launch", "mpirun", "-np", "2", "python3", "-c", program]
+    )
     worker_0, worker_1 = job.log_tail.split("==> worker 1")
     assert f"mpi rank 0 of 2 on {job.k8s_name}-0: sum 3" in worker_0, job.log_tail
     assert f"mpi rank 1 of 2 on {job.k8s_name}-1: sum 3" in worker_0, job.log_tail

@@ -16,9 +16,11 @@ from workloads.tests.conftest import capture_sends
 pytestmark = pytest.mark.django_db
 
 
-def _job(world: World, *, state: JobState = JobState.RUNNING, node: str = "gpu-node-0", gpus: int = 2) -> Job:
+def _job(
+    world: World, *, state: JobState = JobState.RUNNING, node: str = "gpu-node-0", gpus: int = 2, **extra: Any
+) -> Job:
     return Job.objects.create(
-        project=world.alpha, owner=world.member, image="pytorch", gpus=gpus, node=node, state=state
+        project=world.alpha, owner=world.member, image="pytorch", gpus=gpus, node=node, state=state, **extra
     )
 
 
@@ -63,17 +65,7 @@ def test_jobs_elsewhere_or_already_done_are_left_alone(world: World) -> None:
 def test_a_failed_gpu_under_any_worker_requeues_the_whole_job_of_several_workers(
     world: World, django_capture_on_commit_callbacks: Any
 ) -> None:
-    job = Job.objects.create(
-        project=world.alpha,
-        owner=world.member,
-        image="pytorch",
-        gpus=2,
-        workers=2,
-        node="gpu-node-0",
-        planned_node="gpu-node-0",
-        worker_nodes=["gpu-node-0", "gpu-node-1"],
-        state=JobState.RUNNING,
-    )
+    job = _job(world, workers=2, planned_node="gpu-node-0", worker_nodes=["gpu-node-0", "gpu-node-1"])
     with django_capture_on_commit_callbacks(execute=True):
         gpu_failed.send(
             sender=object,
