@@ -18,7 +18,7 @@ from accounts.selectors import is_operator, project_list, project_role
 from workloads.choices import ACTIVE_STATES, TERMINAL_STATES, JobState
 from workloads.idle_rules import reclaimed_gpu_hours
 from workloads.k8s.reconcilers.namespace import Tenant
-from workloads.messages import QueueSummary, queue_summary_of
+from workloads.messages import JobStateMessage, QueueSummary, queue_summary_of
 from workloads.models import GrantStatus, ImageRule, Job, JobEvent, JobTemplate, ProjectVolume, QuotaGrant
 
 
@@ -150,6 +150,28 @@ def queue_summary(job: Job) -> QueueSummary | None:
     if job.state != JobState.QUEUED:
         return None
     return queue_summary_of(job.queue_explanation or {}, held=job.held)
+
+
+def job_state_message(job: Job) -> JobStateMessage:
+    """A job's state as the live pages receive it (`job_state_snapshot` on connect, then on change)."""
+    return {
+        "type": "job.state",
+        "job": str(job.uid),
+        "project": job.project.slug,
+        "state": job.state,
+        "reason": job.state_reason,
+        "changed_at": job.state_changed_at.isoformat(),
+        "exit_code": job.exit_code,
+        "node": job.node,
+        "queue": queue_summary(job),
+    }
+
+
+def job_state_snapshot(*, user: User, uids: Collection[str]) -> list[JobStateMessage]:
+    """The current state of the jobs a page shows (`uids`) that the user may see: what a live socket
+    sends first, so a change between the page's render and the socket's connect is not missed."""
+    jobs = job_list(user=user).filter(uid__in=list(uids)).select_related("project").order_by("pk")
+    return [job_state_message(job) for job in jobs]
 
 
 def grant_list(*, user: User) -> QuerySet[QuotaGrant]:

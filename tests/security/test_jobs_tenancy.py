@@ -193,7 +193,7 @@ def test_malformed_ids_are_404(jobs_world: World) -> None:
     assert client.get("/api/v1/jobs/12345678-1234-5678-1234-567812345678/").status_code == 404
 
 
-async def _socket_for(user: User | None) -> WebsocketCommunicator:
+async def _socket_for(user: User | None, path: str = "/ws/jobs/") -> WebsocketCommunicator:
     from channels.auth import AuthMiddlewareStack
     from channels.routing import URLRouter
     from django.contrib.auth.models import AnonymousUser
@@ -208,7 +208,7 @@ async def _socket_for(user: User | None) -> WebsocketCommunicator:
             return await self.app({**scope, "user": user or AnonymousUser()}, receive, send)
 
     _ = AuthMiddlewareStack
-    return WebsocketCommunicator(_Inject(URLRouter(websocket_urlpatterns)), "/ws/jobs/")
+    return WebsocketCommunicator(_Inject(URLRouter(websocket_urlpatterns)), path)
 
 
 @pytest.mark.django_db(transaction=True)
@@ -264,3 +264,25 @@ async def test_anonymous_socket_is_refused(jobs_world: World) -> None:
     socket = await _socket_for(None)
     connected, _ = await socket.connect()
     assert not connected
+
+
+@pytest.mark.django_db(transaction=True)
+async def test_a_socket_sends_the_current_state_of_the_jobs_its_page_shows_first(jobs_world: World) -> None:
+    """Only of jobs the user may see: another project's uid, a malformed one, get nothing."""
+    from asgiref.sync import sync_to_async
+
+    from workloads.models import Job as JobRow
+
+    submit = sync_to_async(services.job_submit)
+    mine = await submit(actor=jobs_world.owner, project=jobs_world.alpha, data={"image": IMAGE})
+    theirs = await submit(actor=jobs_world.outsider, project=jobs_world.beta, data={"image": IMAGE})
+    explanation = {"code": "quota", "sentence": "project quota 2/2 GPUs in use", "position_global": 3}
+    # Changed after the page rendered, before its socket connected: no message announced it.
+    await sync_to_async(JobRow.objects.filter(pk=mine.pk).update)(queue_explanation=explanation)
+    socket = await _socket_for(jobs_world.owner, f"/ws/jobs/?jobs={mine.uid},{theirs.uid},nonsense")
+    assert (await socket.connect())[0]
+    message = await socket.receive_json_from(timeout=5)
+    assert (message["job"], message["state"]) == (str(mine.uid), "queued")
+    assert "project quota 2/2 GPUs in use" in message["queue"]["text"]
+    assert await socket.receive_nothing(timeout=1)
+    await socket.disconnect()

@@ -83,7 +83,7 @@ def _gang_plan(
         step: tuple[int, str, list[RunningJob]] | None = None
         for name in names:
             node, taken, count = ledger.nodes[name], victims.get(name, []), hosted.get(name, 0)
-            rest, extra = queues[name][len(taken) :], []
+            rest, extra = queues[name][len(taken) :], list[RunningJob]()
             while _hosts(job, node, taken + extra) <= count and len(extra) < len(rest):
                 extra.append(rest[len(extra)])
             if _hosts(job, node, taken + extra) > count and (step is None or (len(extra), name) < step[:2]):

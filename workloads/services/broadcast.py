@@ -1,7 +1,7 @@
 """The one producer of job websocket messages. Called on commit; never fails the caller.
 
-Channel layers are at-most-once, so pages resync over REST when they (re)connect; job state
-never depends on a socket message.
+Channel layers are at-most-once, so a page's socket sends the current state of the jobs it shows
+whenever it (re)connects (`selectors.job_state_snapshot`); job state never depends on a socket message.
 """
 
 from __future__ import annotations
@@ -15,23 +15,9 @@ from channels.layers import get_channel_layer
 
 from workloads.messages import JobStateMessage, job_group
 from workloads.models import Job
-from workloads.selectors import queue_summary
+from workloads.selectors import job_state_message
 
 log = logging.getLogger(__name__)
-
-
-def job_message(job: Job) -> JobStateMessage:
-    return {
-        "type": "job.state",
-        "job": str(job.uid),
-        "project": job.project.slug,
-        "state": job.state,
-        "reason": job.state_reason,
-        "changed_at": job.state_changed_at.isoformat(),
-        "exit_code": job.exit_code,
-        "node": job.node,
-        "queue": queue_summary(job),
-    }
 
 
 def job_changed(job_id: int) -> None:
@@ -47,7 +33,7 @@ def jobs_changed(job_ids: Collection[int]) -> None:
     if not job_ids or layer is None:
         return
     jobs = Job.objects.select_related("project").filter(pk__in=list(job_ids)).order_by("pk")
-    sends = [(job_group(job.project_id), job_message(job)) for job in jobs]
+    sends = [(job_group(job.project_id), job_state_message(job)) for job in jobs]
     try:
         async_to_sync(_send_all)(layer, sends)
     except Exception:

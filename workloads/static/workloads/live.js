@@ -1,12 +1,12 @@
-// Live job states: one websocket, messages of type "job.state" update rows in place.
-// Socket messages are best effort; on (re)connect the page reloads its rows from the server.
+// Live job states: one websocket, messages of type "job.state" update rows in place. The socket is
+// told which jobs the page shows and sends their current state first (on every (re)connect), then
+// each change: a change between the page's render and the socket's connect is not missed.
 (function () {
   "use strict";
   const root = document.querySelector("[data-live-socket]");
   if (!root) { return; }
   const status = document.getElementById("live-status");
   let delay = 1000;
-  let opened = false;
 
   function label(state) { return state.charAt(0).toUpperCase() + state.slice(1); }
 
@@ -32,11 +32,12 @@
 
   function connect() {
     const scheme = window.location.protocol === "https:" ? "wss://" : "ws://";
-    const socket = new WebSocket(scheme + window.location.host + root.dataset.liveSocket);
+    const shown = new Set();
+    document.querySelectorAll("[data-job]").forEach(function (row) { shown.add(row.dataset.job); });
+    const query = shown.size ? "?jobs=" + Array.from(shown).slice(0, 200).join(",") : "";
+    const socket = new WebSocket(scheme + window.location.host + root.dataset.liveSocket + query);
     socket.addEventListener("open", function () {
       if (status) { status.textContent = "live"; }
-      if (opened) { window.location.reload(); }  // resync after a gap
-      opened = true;
       delay = 1000;
     });
     socket.addEventListener("message", function (event) {
