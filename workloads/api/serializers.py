@@ -80,6 +80,7 @@ class JobSerializer(serializers.ModelSerializer[Job]):
             "mps_slices",
             "cpu_millicores",
             "memory_mib",
+            "workers",
             "volumes",
             "priority",
             "max_runtime_minutes",
@@ -94,6 +95,7 @@ class JobSerializer(serializers.ModelSerializer[Job]):
             "finished_at",
             "exit_code",
             "node",
+            "worker_nodes",
             "k8s_name",
             "gpu_hours",
             "queue",
@@ -120,6 +122,7 @@ class JobSerializer(serializers.ModelSerializer[Job]):
             out[name] = _when(getattr(job, name), tz)
         out["exit_code"] = job.exit_code
         out["node"] = job.node
+        out["worker_nodes"] = job.worker_nodes
         out["k8s_name"] = job.k8s_name
         out["gpu_hours"] = self.get_gpu_hours(job)
         out["queue"] = self.get_queue(job)

@@ -231,6 +231,8 @@ def test_the_form_submits_workers_and_the_page_shows_where_each_runs(
     assert "0 on <code>n0</code>" in page
     assert "1 on <code>n1</code>" in page
     assert "each worker: 4 GPUs" in page
+    shown = client.get(f"/api/v1/jobs/{job.uid}/").json()
+    assert (shown["workers"], shown["worker_nodes"]) == (2, ["n0", "n1"])
 
 
 def test_the_log_kept_of_a_job_of_several_workers_has_each_worker_first_to_last(
