@@ -36,7 +36,7 @@ def job_rows(http: httpx.Client, args: argparse.Namespace) -> list[dict[str, Any
     params = {k: v for k, v in (("project", args.project), ("state", args.state)) if v}
     rows = list(results(http, "/api/v1/jobs/", params))
     for row in rows:
-        row["reason"] = row.get("state_reason", "")
+        row["reason"] = row.get("reason") or row.get("state_reason", "")
     return rows
 
 

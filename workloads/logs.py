@@ -38,15 +38,20 @@ def _live(job: Job, pod: str, follow: bool) -> Iterator[bytes]:
     yield data
 
 
+class NoSuchWorker(LookupError):
+    """A log request names a worker index the job does not have."""
+
+
 def worker_param(job: Job, raw: str | None) -> int | None:
-    """The `worker` a log request names (None: none named), or ValueError saying what to send."""
+    """The `worker` a log request names (None: none named). ValueError: not an index at all;
+    NoSuchWorker: an index this job does not have. Both say what to send."""
     if not raw:
         return None
-    if not raw.isdigit() or int(raw) >= job.workers:
-        raise ValueError(
-            f"worker must be a worker's index, 0 to {job.workers - 1} (this job has {job.workers} "
-            f"worker{'' if job.workers == 1 else 's'}), not {raw[:20]!r}."
-        )
+    count = f"0 to {job.workers - 1} (this job has {job.workers} worker{'' if job.workers == 1 else 's'})"
+    if not raw.isdigit():
+        raise ValueError(f"worker must be a worker's index, {count}, not {raw[:20]!r}.")
+    if int(raw) >= job.workers:
+        raise NoSuchWorker(f"This job has no worker {int(raw)}: a worker's index is {count}.")
     return int(raw)
 
 

@@ -49,6 +49,7 @@ class JobStateMessage(TypedDict):
     exit_code: int | None
     node: str
     queue: QueueSummary | None
+    reason_line: str  # `reason_line`: what the pages show
 
 
 def explanation_stored(e: Explanation) -> QueueExplanation:
@@ -101,6 +102,28 @@ def queue_line(q: QueueSummary) -> str:
     if q["hints"]:
         text += " · " + "; ".join(q["hints"])
     return text
+
+
+def reason_line(
+    *,
+    state: str,
+    state_reason: str,
+    node: str,
+    nodes: int,
+    started_at: datetime | None,
+    queue: QueueSummary | None,
+) -> str:
+    """Why a job is where it is, in words people read: "running on gpu-node-1 since 14:02 UTC",
+    "waiting: project quota 6/6 GPUs in use"; an ended job keeps the cluster's own words."""
+    if state == "queued" and queue is not None:
+        reason = str(queue["reason"])
+        return reason if reason.startswith("waiting") else f"waiting: {reason}"
+    if state == "running" and node:
+        where = node if nodes <= 1 else f"{nodes} nodes"
+        return f"running on {where}" + (f" since {started_at:%H:%M} UTC" if started_at else "")
+    if state == "admitted" and node:
+        return f"starting on {node}"
+    return state_reason
 
 
 def job_group(project_id: int) -> str:

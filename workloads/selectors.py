@@ -4,7 +4,7 @@ does not exist."""
 from __future__ import annotations
 
 from collections.abc import Collection
-from datetime import datetime
+from datetime import UTC, datetime
 from typing import Any
 
 from django.db.models import Count, QuerySet, Sum
@@ -18,7 +18,7 @@ from accounts.selectors import is_operator, project_list, project_role
 from workloads.choices import ACTIVE_STATES, TERMINAL_STATES, JobState
 from workloads.idle_rules import reclaimed_gpu_hours
 from workloads.k8s.reconcilers.namespace import Tenant
-from workloads.messages import JobStateMessage, QueueSummary, queue_summary_of
+from workloads.messages import JobStateMessage, QueueSummary, queue_summary_of, reason_line
 from workloads.models import GrantStatus, ImageRule, Job, JobEvent, JobTemplate, ProjectVolume, QuotaGrant
 
 
@@ -164,7 +164,21 @@ def job_state_message(job: Job) -> JobStateMessage:
         "exit_code": job.exit_code,
         "node": job.node,
         "queue": queue_summary(job),
+        "reason_line": job_reason_line(job),
     }
+
+
+def job_reason_line(job: Job) -> str:
+    nodes = len(set(job.worker_nodes)) if job.workers > 1 else 1
+    started = job.started_at.astimezone(UTC) if job.started_at else None
+    return reason_line(
+        state=job.state,
+        state_reason=job.state_reason,
+        node=job.node,
+        nodes=nodes,
+        started_at=started,
+        queue=queue_summary(job),
+    )
 
 
 def job_state_snapshot(*, user: User, uids: Collection[str]) -> list[JobStateMessage]:

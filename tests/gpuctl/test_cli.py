@@ -75,14 +75,17 @@ def _jobs(world: World, count: int, **fields: Any) -> None:
 def test_jobs_walks_every_page_keeps_the_filters_and_shows_the_reason(
     world: World, cli: Any, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    _jobs(world, 120, state="queued", state_reason="waiting: quota 8/8 GPUs")
+    explanation = {"code": "quota", "sentence": "project quota 8/8 GPUs in use"}
+    _jobs(world, 120, state="queued", state_reason="submitted", queue_explanation=explanation)
     _jobs(world, 3, state="failed", state_reason="exit code 3")
     cli("login", "--url", cli.url, "--email", "bob@example.com")
     capsys.readouterr()
     assert cli("jobs", "--project", "alpha", "--state", "queued")[0] == 0
     rows = capsys.readouterr().out.splitlines()[1:]
     assert len(rows) == 120  # three pages of 50, the filter kept on every page
-    assert all("waiting: quota 8/8 GPUs" in row for row in rows)
+    assert all("waiting: project quota 8/8 GPUs in use" in row for row in rows)
+    assert cli("jobs", "--project", "alpha", "--state", "failed")[0] == 0
+    assert all("exit code 3" in row for row in capsys.readouterr().out.splitlines()[1:])
 
 
 def test_usage_honours_the_project_and_a_field_error_is_printed_once(

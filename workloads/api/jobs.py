@@ -188,7 +188,11 @@ class JobViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, viewsets.Gene
     @extend_schema(
         parameters=[
             OpenApiParameter("follow", bool),
-            OpenApiParameter("worker", int, description="a job of several workers: this worker's log"),
+            OpenApiParameter(
+                "worker",
+                {"type": "integer", "minimum": 0},
+                description="a job of several workers: this worker's log (404: the job has no such worker)",
+            ),
         ],
         responses={(200, "text/plain"): str},
     )
@@ -201,6 +205,8 @@ class JobViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, viewsets.Gene
             worker = logs.worker_param(job, request.query_params.get("worker"))
         except ValueError as exc:
             raise ValidationError({"worker": [str(exc)]}) from exc
+        except logs.NoSuchWorker as exc:
+            raise exceptions.NotFound(str(exc)) from exc
         try:
             user = request_user(request).pk
             return logs.log_response(job, follow=follow, user_id=user, asgi=asgi, worker=worker)

@@ -61,6 +61,9 @@ class JobSerializer(serializers.ModelSerializer[Job]):
     queue = serializers.SerializerMethodField(
         help_text="Queued jobs: position, estimated start, reason, hints."
     )
+    reason = serializers.SerializerMethodField(
+        help_text='Why the job is where it is, in words: "running on gpu-node-1 since 14:02 UTC".'
+    )
     rightsizing = serializers.SerializerMethodField(help_text="GPU peaks, used GPU-hours, a smaller size.")
     idle = serializers.SerializerMethodField(help_text="Idle-GPU reclaim: warning, snoozes, suspension.")
 
@@ -88,6 +91,7 @@ class JobSerializer(serializers.ModelSerializer[Job]):
             "interactive",
             "state",
             "state_reason",
+            "reason",
             "state_changed_at",
             "submitted_at",
             "admitted_at",
@@ -118,6 +122,7 @@ class JobSerializer(serializers.ModelSerializer[Job]):
         }
         for name in _PLAIN:
             out[name] = getattr(job, name)
+        out["reason"] = self.get_reason(job)
         for name in _TIMES:
             out[name] = _when(getattr(job, name), tz)
         out["exit_code"] = job.exit_code
@@ -133,6 +138,9 @@ class JobSerializer(serializers.ModelSerializer[Job]):
     def get_gpu_hours(self, job: Job) -> float:
         # Priced like the accounting export: slices at the count of the GPUs of the job's node.
         return round(accounting.job_gpu_hours(job, timezone.now(), plan_of(self.context)), 4)
+
+    def get_reason(self, job: Job) -> str:
+        return selectors.job_reason_line(job)
 
     @extend_schema_field(QueueSummarySerializer(allow_null=True))
     def get_queue(self, job: Job) -> QueueSummary | None:

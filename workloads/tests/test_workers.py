@@ -261,10 +261,16 @@ def test_the_log_of_one_worker_is_read_by_its_index(jobs_world: World, fake_kube
     url = f"/api/v1/jobs/{job.uid}/logs/"
     assert streamed(client.get(url)) == b"rank 0\n"
     assert streamed(client.get(url, {"worker": "1"})) == b"rank 1\n"
-    for bad in ("2", "-1", "x"):
+    for bad in ("-1", "x"):
         response = client.get(url, {"worker": bad})
         assert response.status_code == 400, bad
         assert "0 to 1 (this job has 2 workers)" in response.json()["error"]["fields"]["worker"][0], bad
+    response = client.get(url, {"worker": "2"})
+    assert response.status_code == 404
+    assert (
+        response.json()["error"]["message"]
+        == "This job has no worker 2: a worker's index is 0 to 1 (this job has 2 workers)."
+    )
 
 
 def test_gpu_hours_and_fair_share_count_every_worker(jobs_world: World) -> None:

@@ -20,7 +20,7 @@
         state.replaceChildren(mark);
       }
       const reason = row.querySelector('[data-field="reason"]');
-      if (reason) { reason.textContent = msg.reason; }
+      if (reason) { reason.textContent = msg.reason_line; }
       const code = row.querySelector('[data-field="exit_code"]');
       if (code && msg.exit_code !== null) { code.textContent = String(msg.exit_code); }
       const queue = row.querySelector('[data-field="queue"]');
