@@ -128,12 +128,13 @@ async def _follow(job_id: int, user_id: int, worker: int | None) -> AsyncIterato
         if not job.pod_name and not told:  # say why nothing comes yet (and let the headers go out)
             yield f"[waiting for the job to start: it is {job.state}]\n".encode()
             told = True
-        pod = await asyncio.to_thread(worker_pod, job, worker) if job.pod_name else ""
-        if pod:
+        if job.pod_name:
             try:
-                async for chunk in _live(job, pod, user_id, poll):
-                    yield chunk
-                return
+                pod = await asyncio.to_thread(worker_pod, job, worker)
+                if pod:
+                    async for chunk in _live(job, pod, user_id, poll):
+                        yield chunk
+                    return
             except K8sError as exc:
                 if exc.status not in (400, 404):  # 400: the container is not started yet
                     log.warning("live log of job %s unavailable (%s); serving the kept tail", job_id, exc)

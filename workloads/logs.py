@@ -58,7 +58,11 @@ def worker_param(job: Job, raw: str | None) -> int | None:
 def log_lines(job: Job, *, follow: bool, worker: int | None = None) -> Iterator[bytes]:
     """The pod's log while it exists (of one worker, where named); afterwards (or when the pod is
     gone) the kept tail, every worker's."""
-    pod = log_follow.worker_pod(job, worker) if job.pod_name and not job.log_captured else ""
+    try:
+        pod = log_follow.worker_pod(job, worker) if job.pod_name and not job.log_captured else ""
+    except K8sError as exc:
+        log.info("pods of %s unavailable (%s); serving the kept tail", job, exc.status)
+        pod = ""
     if not pod:
         yield log_follow.kept_tail(job)
         return

@@ -25,6 +25,7 @@ from workloads.admission.cycle import admission_cycle
 from workloads.choices import JobState
 from workloads.k8s import builders, paths, worker_objects
 from workloads.k8s.builders import WORKER_GATE
+from workloads.k8s.errors import K8sError
 from workloads.k8s.labels import UID_LABEL, WORKER_INDEX_LABEL
 from workloads.k8s.reconcilers.job import JobReconciler
 from workloads.k8s.workers import workers_to_release
@@ -271,6 +272,22 @@ def test_the_log_of_one_worker_is_read_by_its_index(jobs_world: World, fake_kube
         response.json()["error"]["message"]
         == "This job has no worker 2: a worker's index is 0 to 1 (this job has 2 workers)."
     )
+
+
+def test_a_workers_log_is_the_kept_tail_while_the_cluster_cannot_list_pods(
+    jobs_world: World, fake_kube: FakeKube, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    job = admitted(jobs_world, fake_kube)
+    Job.objects.filter(pk=job.pk).update(
+        state=JobState.RUNNING, pod_name=f"{job.k8s_name}-0-x", log_tail="kept\n"
+    )
+
+    def unavailable(path: str, query: dict[str, str] | None = None) -> None:
+        raise K8sError(503, "the API server is restarting")
+
+    monkeypatch.setattr(fake_kube, "get", unavailable)
+    response = session_client(jobs_world.member).get(f"/api/v1/jobs/{job.uid}/logs/", {"worker": "1"})
+    assert (response.status_code, streamed(response)) == (200, b"kept\n")
 
 
 def test_gpu_hours_and_fair_share_count_every_worker(jobs_world: World) -> None:
