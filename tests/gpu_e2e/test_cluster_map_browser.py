@@ -1,5 +1,5 @@
-"""The cluster map in headless Chromium against a live daphne: tiles change with new samples, and nodes
-show the queue's holds, no reload."""
+"""The cluster map in headless Chromium against a live daphne: tiles change with new samples, name the
+jobs on them, and nodes show the queue's holds, no reload."""
 
 from __future__ import annotations
 
@@ -17,14 +17,25 @@ from gpu.tests.ws import session_cookie
 from tests.fixtures.browser import docs_shot
 from tests.fixtures.personas import World
 from tests.gpu_e2e.live import daphne_server
+from workloads.choices import JobState
+from workloads.models import Job
 
 pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
 
 
-def _post(base: str, node: Node, secret: str, gpus: list[Gpu], utils: list[int], ts: datetime) -> None:
+def _post(
+    base: str,
+    node: Node,
+    secret: str,
+    gpus: list[Gpu],
+    utils: list[int],
+    ts: datetime,
+    pods: list[str] | None = None,
+) -> None:
     samples = []
     for i, (gpu, util) in enumerate(zip(gpus, utils, strict=True)):
-        ns = ("gp-alpha", f"job-demo{i}-0") if util > 20 else (None, None)
+        pod = pods[i] if pods else f"job-demo{i}-0"
+        ns = ("gp-alpha", pod) if util > 20 else (None, None)
         samples.append(sample(gpu.uuid, ts, util=util, namespace=ns[0], pod=ns[1], temp_c=34 + util * 0.45))
     response = httpx.post(
         f"{base}/api/v1/ingest/samples",
@@ -42,6 +53,9 @@ def test_the_cluster_map_updates_live_without_reload(world: World, monkeypatch: 
     fleet = [(node, make_gpus(node, 4)) for node in nodes]
     secrets = {node.name: node_token(node) for node, _ in fleet}
     cookie = session_cookie(world.admin).split("=", 1)[1]
+    resnet = Job.objects.create(
+        project=world.alpha, owner=world.member, image="x", name="resnet", gpus=1, state=JobState.RUNNING
+    )
     with daphne_server() as base, sync_playwright() as pw:
         now = datetime.now(UTC) - timedelta(seconds=2)
         for n, (node, gpus) in enumerate(fleet):
@@ -72,5 +86,11 @@ def test_the_cluster_map_updates_live_without_reload(world: World, monkeypatch: 
         expect(held).to_have_text("held for alpha/job-x as its GPUs free up", timeout=10000)
         services.node_holds_set(holds={})
         expect(held).to_have_count(0, timeout=10000)
+        # A job's pod is shown by the job's name and owner, not its pod id.
+        node, gpus = fleet[1]
+        pods = [f"{resnet.k8s_name}-q7x2z"] * 4
+        _post(base, node, secrets[node.name], gpus, [60, 5, 5, 5], datetime.now(UTC), pods)
+        users = page.locator(f".gpu-tile[data-uuid='{gpus[0].uuid}'] [data-field='users']")
+        expect(users).to_have_text(f"resnet ({world.member.email})", timeout=10000)
         browser.close()
     assert not [e for e in errors if "Content Security Policy" in e], errors

@@ -33,11 +33,39 @@
 
   function gib(mib) { return (mib / 1024).toFixed(1); }
 
+  // Names people read for the pods on the GPUs: the job API lists the running jobs this user may
+  // see (every page of it, again each half minute); a pod of a job not listed keeps namespace/pod.
+  var jobNames = {};
+  var JOB_POD = /^job-([0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12})-/;
+  function loadJobNames() {
+    var names = {};
+    function page(url) {
+      return fetch(url, { credentials: "same-origin" }).then(function (response) {
+        if (!response.ok) { return null; }
+        return response.json().then(function (body) {
+          (body.results || []).forEach(function (job) {
+            names[job.id] = (job.name || "job " + job.id.slice(0, 8)) + " (" + job.owner + ")";
+          });
+          if (body.next) { return page(body.next); }
+          jobNames = names;
+          return null;
+        });
+      });
+    }
+    return page("/api/v1/jobs/?state=running").catch(function () { return null; });
+  }
+
+  function podLabel(p) {
+    var match = JOB_POD.exec(p.pod_name || "");
+    if (match && jobNames[match[1]]) { return jobNames[match[1]]; }
+    return p.pod_namespace + "/" + (p.pod_name || "?");
+  }
+
   function users(frame) {
     if (frame.redacted) { return frame.busy ? "in use" : "free"; }
     var seen = {};
     (frame.processes || []).forEach(function (p) {
-      var who = p.pod_namespace ? p.pod_namespace + "/" + (p.pod_name || "?") : "pid " + p.pid;
+      var who = p.pod_namespace ? podLabel(p) : "pid " + p.pid;
       seen[who] = true;
     });
     var names = Object.keys(seen);
@@ -70,5 +98,9 @@
     try { return JSON.parse(node.textContent); } catch (e) { return null; }
   }
 
+  if (document.querySelector("[data-field='users']")) {
+    loadJobNames();
+    window.setInterval(loadJobNames, 30000);
+  }
   window.GpuLive = { connect: connect, describe: describe, setBar: setBar, readJson: readJson, gib: gib };
 })();
