@@ -1,4 +1,4 @@
-"""The landing pages: operators land on the cluster map, users on their dashboard (projects, quotas)."""
+"""The landing pages: operators land on the cluster map, users on their home (jobs, quotas, usage)."""
 
 from __future__ import annotations
 
@@ -11,6 +11,9 @@ from django.shortcuts import redirect, render
 
 from accounts import selectors
 from accounts.models import User
+from workloads import accounting
+from workloads import selectors as job_selectors
+from workloads.models import Job
 
 
 @login_required
@@ -22,9 +25,21 @@ def home(request: HttpRequest) -> HttpResponse:
 
 @login_required
 def dashboard(request: HttpRequest) -> HttpResponse:
-    assert isinstance(request.user, User)  # noqa: S101 - login_required
-    projects = selectors.project_list(user=request.user)
-    return render(request, "portal/dashboard.html", {"projects": projects})
+    """A researcher's home: their running and queued jobs (live), each project's quota in use, their
+    GPU-hours this week against last, and their projects' templates to start from."""
+    user = request.user
+    assert isinstance(user, User)  # noqa: S101 - login_required
+    projects = list(selectors.project_list(user=user).select_related("quota"))
+    this_week, last_week = accounting.week_over_week(jobs=Job.objects.filter(owner=user))
+    context = {
+        "projects": projects,
+        "jobs": job_selectors.my_active_jobs(user=user),
+        "quotas": job_selectors.quota_use_list(projects=projects),
+        "this_week": this_week,
+        "last_week": last_week,
+        "templates": list(job_selectors.template_list(user=user).order_by("project__slug", "name")[:20]),
+    }
+    return render(request, "portal/dashboard.html", context)
 
 
 DATABASE_DOWN = (

@@ -147,6 +147,15 @@ def usage_history(*, jobs: QuerySet[Job], group: str, days: int = 30) -> list[di
     ]
 
 
+def week_over_week(*, jobs: QuerySet[Job]) -> tuple[float, float]:
+    """Allocated GPU-hours of the last 7 days (today included, UTC) and of the 7 before them."""
+    rows = usage_history(jobs=jobs, group="user", days=14)
+    split = (_day(timezone.now()) - timedelta(days=6)).date().isoformat()
+    this = sum(r["gpu_hours"] for r in rows if r["day"] >= split)
+    before = sum(r["gpu_hours"] for r in rows if r["day"] < split)
+    return round(this, 2), round(before, 2)
+
+
 def usage_totals(*, jobs: QuerySet[Job], by: str, days: int = 30) -> list[dict[str, Any]]:
     """Allocated and used GPU-hours of the last `days` days per 'user', 'project' or 'gpu_type'."""
     now = timezone.now()

@@ -109,6 +109,29 @@ def quota_usage(*, project: Project) -> dict[str, int]:
     return {key: int(value or 0) for key, value in agg.items()}
 
 
+def my_active_jobs(*, user: User, limit: int = 50) -> list[Job]:
+    """The user's own queued, admitted and running jobs, newest first (the home page)."""
+    states = (JobState.QUEUED, JobState.ADMITTED, JobState.RUNNING)
+    return list(job_list(user=user).filter(owner=user, state__in=states).order_by("-submitted_at")[:limit])
+
+
+def quota_use_list(*, projects: list[Project]) -> list[tuple[Project, list[tuple[str, int, int]]]]:
+    """Each project's quota as (what, in use, total) rows: GPUs, MPS slices, CPU (millicores), memory
+    (MiB); quotas of zero left out (the home page's bars)."""
+    out = []
+    for project, free in quota_headroom_list(projects=projects):
+        quota = _quota_of(project)
+        totals = {
+            "GPUs": ("gpus", quota.gpus),
+            "MPS slices": ("mps_slices", quota.mps_slices),
+            "CPU (millicores)": ("cpu_millicores", quota.cpu_millicores),
+            "Memory (MiB)": ("memory_mib", quota.memory_mib),
+        }
+        rows = [(what, total - free[key], total) for what, (key, total) in totals.items() if total]
+        out.append((project, rows))
+    return out
+
+
 def quota_headroom_list(*, projects: list[Project]) -> list[tuple[Project, dict[str, int]]]:
     """Each project's quota headroom, in one query more (their quota rows come with them)."""
     rows = (
