@@ -34,6 +34,7 @@ def dashboard(request: HttpRequest) -> HttpResponse:
     context = {
         "projects": projects,
         "jobs": job_selectors.my_active_jobs(user=user),
+        "idle": job_selectors.my_idle_notices(user=user),
         "quotas": job_selectors.quota_use_list(projects=projects),
         "this_week": this_week,
         "last_week": last_week,

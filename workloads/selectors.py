@@ -7,7 +7,7 @@ from collections.abc import Collection
 from datetime import UTC, datetime
 from typing import Any
 
-from django.db.models import Count, QuerySet, Sum
+from django.db.models import Count, Q, QuerySet, Sum
 from django.db.models.functions import Coalesce
 from django.http import Http404
 from django.utils import timezone
@@ -113,6 +113,31 @@ def my_active_jobs(*, user: User, limit: int = 50) -> list[Job]:
     """The user's own queued, admitted and running jobs, newest first (the home page)."""
     states = (JobState.QUEUED, JobState.ADMITTED, JobState.RUNNING)
     return list(job_list(user=user).filter(owner=user, state__in=states).order_by("-submitted_at")[:limit])
+
+
+def my_idle_notices(*, user: User) -> list[tuple[Job, str]]:
+    """The user's unfinished jobs the idle sweeps flagged, each with what it means for them."""
+    flagged = (
+        job_list(user=user)
+        .filter(owner=user)
+        .exclude(state__in=TERMINAL_STATES)
+        .filter(
+            Q(idle_warned_at__isnull=False)
+            | Q(hang_noticed_at__isnull=False)
+            | Q(idle_suspended_at__isnull=False)
+        )
+        .order_by("-submitted_at")[:20]
+    )
+    out = []
+    for job in flagged:
+        if job.idle_suspended_at:
+            text = "suspended for idle GPUs: resume it on its page"
+        elif job.hang_noticed_at:
+            text = "every worker idle after being busy: a collective may be hung"
+        else:
+            text = "its GPUs are idle: it will be suspended unless they get busy or you snooze it"
+        out.append((job, text))
+    return out
 
 
 def quota_use_list(*, projects: list[Project]) -> list[tuple[Project, list[tuple[str, int, int]]]]:

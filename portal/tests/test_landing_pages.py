@@ -92,5 +92,9 @@ def test_a_researchers_home_shows_their_jobs_quota_in_use_usage_and_templates(wo
     )
     assert 5.9 < week < 6.1  # 2 GPUs for 3 hours
     assert f"<strong>{week}</strong> GPU-hours in the last 7 days, against <strong>4.0</strong>" in page
+    assert "Idle GPUs" not in page
+    Job.objects.filter(pk=running.pk).update(idle_warned_at=now)
+    page = session_client(world.member).get("/dashboard/").content.decode()
+    assert ">resnet</a>: its GPUs are idle: it will be suspended unless" in page
     assert "fine-tune</a>" in page
     assert "?template=" in page
