@@ -133,7 +133,7 @@ soak: venv proto system-deps cluster-build images
 # writes them into .run/shots/ instead and leaves the clone as it found it.
 SHOT_TESTS := tests/oidc/test_oidc_browser.py tests/gpu_e2e/test_cluster_map_browser.py \
               tests/workloads_e2e/test_browser_idle.py tests/workloads_e2e/test_browser_rightsizing.py \
-              tests/workloads_e2e/test_browser_templates.py
+              tests/workloads_e2e/test_browser_templates.py tests/browser/test_home_browser.py
 screenshots: venv proto system-deps cluster-build images oidc-provider
 	source deploy/setup/services.sh env
 	bash deploy/setup/services.sh up
