@@ -11,6 +11,7 @@ KWOK="${KWOK_VERSION:-0.8.0}"
 HELM="${HELM_VERSION:-3.22.0}"           # helm, for the chart (deploy/helm/gpu-portal)
 COREDNS="${COREDNS_VERSION:-1.15.0}"     # the real node's cluster DNS
 KUBE_ROUTER="${KUBE_ROUTER_VERSION:-2.1.0}"  # the real node's NetworkPolicy enforcer (its firewall alone)
+PROMETHEUS="${PROMETHEUS_VERSION:-0.316.0}"  # promtool (Prometheus 3.16), checks the chart's alert rules
 CACHE_ROOT="${GPUPORTAL_CACHE:-$HOME/.cache/gpuportal}"
 K8S_CACHE="$CACHE_ROOT/k8s-$KV-etcd-$ETCD-kwok-$KWOK"
 BIN="$K8S_CACHE/bin"
@@ -36,7 +37,7 @@ run_step() {
 
 missing() {
   local b
-  for b in kube-apiserver kube-controller-manager kube-scheduler etcd kwok kwokctl kubectl kubeadm kubelet kube-proxy coredns kube-router helm; do
+  for b in kube-apiserver kube-controller-manager kube-scheduler etcd kwok kwokctl kubectl kubeadm kubelet kube-proxy coredns kube-router helm promtool; do
     [ -x "$BIN/$b" ] || printf '%s ' "$b"
   done
 }
@@ -55,8 +56,13 @@ kube_router_ok() {
   [ -x "$BIN/kube-router" ] && [ "$(cat "$BIN/.kube-router-stamp" 2>/dev/null)" = "$KUBE_ROUTER" ]
 }
 
+promtool_ok() {
+  [ -x "$BIN/promtool" ] && [ "$(cat "$BIN/.promtool-stamp" 2>/dev/null)" = "$PROMETHEUS" ]
+}
+
 have_all() {
-  [ -z "$(missing)" ] && helm_ok && coredns_ok && kube_router_ok && "$BIN/kube-apiserver" --version 2>/dev/null | grep -q "Kubernetes v$KV"
+  [ -z "$(missing)" ] && helm_ok && coredns_ok && kube_router_ok && promtool_ok \
+    && "$BIN/kube-apiserver" --version 2>/dev/null | grep -q "Kubernetes v$KV"
 }
 
 if have_all; then
@@ -171,6 +177,12 @@ build_kube_router() {
   echo "$KUBE_ROUTER" > "$BIN/.kube-router-stamp"
 }
 
+# Its own module graph too (Prometheus pins its own client-go).
+build_promtool() {
+  GOBIN="$BIN" go install -trimpath -ldflags "-s -w" "github.com/prometheus/prometheus/cmd/promtool@v$PROMETHEUS"
+  echo "$PROMETHEUS" > "$BIN/.promtool-stamp"
+}
+
 build_etcd() {
   cd "$BUILD"
   go build -trimpath -ldflags "-s -w" -o "$BIN/etcd" go.etcd.io/etcd/server/v3
@@ -180,6 +192,7 @@ build_etcd() {
 helm_ok || run_step "building helm v$HELM" build_helm
 coredns_ok || run_step "building CoreDNS v$COREDNS" build_coredns
 kube_router_ok || run_step "building kube-router v$KUBE_ROUTER" build_kube_router
+promtool_ok || run_step "building promtool v$PROMETHEUS" build_promtool
 if only_late_missing && [ -f "$BUILD/go.mod" ] \
   && "$BIN/kube-apiserver" --version 2>/dev/null | grep -q "Kubernetes v$KV"; then
   run_step "building $(missing)v$KV" build_late

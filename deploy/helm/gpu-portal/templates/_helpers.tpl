@@ -116,6 +116,12 @@ capabilities:
 - name: SECRET_KEY
   valueFrom:
     secretKeyRef: {name: {{ include "gp.secretKeySecret" . }}, key: {{ .Values.secretKey.existingSecretKey | default "secret-key" }}}
+{{- if .Values.monitoring.serviceMonitor.enabled }}
+{{- /* /metrics answers the ServiceMonitor's bearer token (templates/monitoring.yaml). */}}
+- name: GPU_METRICS_TOKEN
+  valueFrom:
+    secretKeyRef: {name: {{ include "gp.fullname" . }}-metrics-token, key: token}
+{{- end }}
 {{- if .Values.database.bundled }}
 - name: POSTGRES_PASSWORD
   valueFrom:
