@@ -13,15 +13,12 @@ from gpu import retention, services
     soft_time_limit=120,
     time_limit=180,
     ignore_result=True,
-    queue="celery",
 )
 def partitions_maintain() -> dict[str, list[str]]:
     return retention.partitions_maintain()
 
 
-@shared_task(
-    name="gpu.nodes_sweep", expires=50, soft_time_limit=60, time_limit=90, ignore_result=True, queue="celery"
-)
+@shared_task(name="gpu.nodes_sweep", expires=50, soft_time_limit=60, time_limit=90, ignore_result=True)
 def nodes_sweep() -> int:
     return services.node_sweep()
 
@@ -32,7 +29,6 @@ def nodes_sweep() -> int:
     soft_time_limit=120,
     time_limit=180,
     ignore_result=True,
-    queue="celery",
 )
 def rollup_minutes() -> int:
     return retention.rollup_minutes()
@@ -44,7 +40,6 @@ def rollup_minutes() -> int:
     soft_time_limit=120,
     time_limit=180,
     ignore_result=True,
-    queue="celery",
 )
 def rollup_hours() -> int:
     return retention.rollup_hours()
@@ -56,7 +51,6 @@ def rollup_hours() -> int:
     soft_time_limit=120,
     time_limit=180,
     ignore_result=True,
-    queue="celery",
 )
 def rollups_prune() -> int:
     return retention.rollups_prune()

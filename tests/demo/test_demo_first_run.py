@@ -124,3 +124,5 @@ def test_the_demo_signs_in_runs_its_jobs_and_stores_telemetry(demo: Demo) -> Non
     assert jobs["results"][0]["project"] == "vision-lab"
     assert demo.wait("stored telemetry", lambda: demo.count("SELECT count(*) FROM gpu_sample"), 120) > 0
     assert demo.count("SELECT count(*) FROM gpu_gpu WHERE last_seen IS NOT NULL")  # ingest's bookkeeping
+    # A clean log: no deprecation or other warning from the demo's processes.
+    assert not re.findall(r"\w*Warning\b.*", demo.output()), re.findall(r"\w*Warning\b.*", demo.output())

@@ -17,3 +17,18 @@ def test_every_task_name_that_is_sent_is_registered_with_celery() -> None:
     routed = {str(name) for name in settings.CELERY_TASK_ROUTES}
     named = sent | scheduled | routed
     assert named <= registered, sorted(named - registered)
+
+
+def test_tasks_are_routed_by_settings_not_by_deprecated_task_attributes() -> None:
+    """Celery warns at start about a task that names its own queue (removed in Celery 6): queues come
+    from the routes setting, and the default queue for the rest."""
+    app.loader.import_default_modules()
+    own = [
+        name
+        for name, task in app.tasks.items()
+        if not name.startswith("celery.")
+        and any(type(task).__dict__.get(a) is not None for a in ("queue", "exchange", "routing_key"))
+    ]
+    assert own == []
+    assert app.amqp.router.route({}, "gpu.nodes_sweep")["queue"].name == settings.CELERY_TASK_DEFAULT_QUEUE
+    assert app.amqp.router.route({}, "workloads.notify_job")["queue"].name == "notify"

@@ -10,6 +10,7 @@ import signal
 import sys
 import threading
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 from allauth.account.models import EmailAddress
@@ -98,6 +99,9 @@ class Command(BaseCommand):
 
     def handle(self, *args: Any, **options: Any) -> None:
         settings.VAR_DIR.mkdir(parents=True, exist_ok=True)
+        # The demo serves static files from their apps (WhiteNoise's finders); an empty STATIC_ROOT
+        # keeps WhiteNoise from warning that the collected files' folder is missing.
+        Path(settings.STATIC_ROOT).mkdir(parents=True, exist_ok=True)
         call_command("migrate", verbosity=0, interactive=False)
         project, passwords = seed()
         url = f"http://127.0.0.1:{options['port']}/"
