@@ -135,9 +135,9 @@ def node_sweep() -> int:
 def node_holds_set(*, holds: Mapping[str, str]) -> int:
     """Mark each node the admission queue holds for a waiting job of several workers with that job
     (node name -> "project/job"), and clear the marks of the others; returns the rows changed."""
-    cleared = Node.objects.exclude(held_for="").exclude(name__in=list(holds))
-    names = set(cleared.values_list("name", flat=True))
-    cleared.filter(name__in=names).update(held_for="")
+    stale = Node.objects.exclude(held_for="").exclude(name__in=list(holds))
+    names = set(stale.values_list("name", flat=True))
+    Node.objects.filter(name__in=names).update(held_for="")
     for name, text in holds.items():
         if Node.objects.filter(name=name).exclude(held_for=text[:200]).update(held_for=text[:200]):
             names.add(name)

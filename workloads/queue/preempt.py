@@ -84,9 +84,11 @@ def _gang_plan(
         for name in names:
             node, taken, count = ledger.nodes[name], victims.get(name, []), hosted.get(name, 0)
             rest, extra = queues[name][len(taken) :], list[RunningJob]()
-            while _hosts(job, node, taken + extra) <= count and len(extra) < len(rest):
+            room = _hosts(job, node, taken)
+            while room <= count and len(extra) < len(rest):
                 extra.append(rest[len(extra)])
-            if _hosts(job, node, taken + extra) > count and (step is None or (len(extra), name) < step[:2]):
+                room = _hosts(job, node, taken + extra)
+            if room > count and (step is None or (len(extra), name) < step[:2]):
                 step = (len(extra), name, extra)
         if step is None:
             return None
